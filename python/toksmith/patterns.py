@@ -1,0 +1,45 @@
+"""Named pre-tokenization patterns.
+
+The regexes themselves live in the Rust core (``rust/pretokenize.rs``) so that there is one
+copy; this module maps names and exposes them to Python.
+"""
+
+from __future__ import annotations
+
+from . import _core
+
+#: Names accepted wherever a ``pattern`` is: the r50k/GPT-2, cl100k and o200k regexes.
+PATTERN_NAMES = ("gpt2", "cl100k", "o200k")
+
+_ALIASES = {
+    "gpt2": "gpt2", "r50k": "gpt2", "r50k_base": "gpt2", "p50k_base": "gpt2", "p50k_edit": "gpt2",
+    "cl100k": "cl100k", "cl100k_base": "cl100k",
+    "o200k": "o200k", "o200k_base": "o200k", "o200k_harmony": "o200k",
+}
+
+
+def resolve(pattern: str) -> tuple[str | None, str]:
+    """Returns ``(name or None, regex)`` for a pattern name or a custom regex string.
+
+    >>> resolve("cl100k")[0]
+    'cl100k'
+    >>> resolve(r"\\w+")
+    (None, '\\\\w+')
+    """
+    if not isinstance(pattern, str):
+        from .errors import InvalidPatternError
+
+        raise InvalidPatternError(
+            f"pattern must be a name ({', '.join(PATTERN_NAMES)}) or a regex string, not {type(pattern).__name__}"
+        )
+    name = _ALIASES.get(pattern)
+    return name, _core.pattern_regex(name) if name else pattern
+
+
+def split(text: str, pattern: str = "o200k") -> list[str]:
+    """Splits ``text`` into the chunks BPE works on; merges never cross a chunk.
+
+    >>> split("Hello world!", "gpt2")
+    ['Hello', ' world', '!']
+    """
+    return _core.split(resolve(pattern)[1], text)

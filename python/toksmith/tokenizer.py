@@ -1,0 +1,299 @@
+"""The Tokenizer object: encode, decode, save and load a byte-level BPE tokenizer.
+
+One string's path through ``encode``: special tokens the caller allowed are cut out
+(``rust/special.rs``), the rest is split into chunks by the pre-tokenization regex
+(``rust/pretokenize.rs``), and each chunk's bytes are merged, lowest rank first
+(``rust/models/bpe.rs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from . import _core
+from ._io import write_atomic
+from .byte_level import bytes_to_token, token_to_bytes
+from .errors import DecodeError, EncodeError, FormatError, SpecialTokenError
+
+FORMAT_NAME = "toksmith"
+FORMAT_VERSION = 1
+
+AllowedSpecial = Literal["all"] | Collection[str]
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer.
+
+    Build one with :func:`toksmith.train` or :func:`toksmith.load`.
+
+    >>> tok = toksmith.train(["low lower lowest"] * 10, vocab_size=260, pattern="gpt2")  # doctest: +SKIP
+    >>> tok.decode(tok.encode("lowest"))  # doctest: +SKIP
+    'lowest'
+    """
+
+    def __init__(
+        self,
+        *,
+        tokens: dict[int, bytes],
+        merges: Sequence[tuple[int, int]],
+        pattern: str,
+        pattern_name: str | None = None,
+        special_tokens: dict[str, int] | None = None,
+        metadata: dict | None = None,
+    ) -> None:
+        self._tokens = dict(tokens)
+        self._merges = [tuple(m) for m in merges]
+        self.pattern = pattern
+        self.pattern_name = pattern_name
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        self.metadata = dict(metadata or {})
+        self._model = _core.BpeModel(
+            list(self._tokens.items()), self._merges, pattern, list(self.special_tokens.items())
+        )
+        self._id_of_bytes = {b: i for i, b in self._tokens.items()}
+        self._special_regex_cache: dict[frozenset[str], re.Pattern[str]] = {}
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: ordinary tokens plus special tokens (ids run from 0 to vocab_size - 1)."""
+        return max([*self._tokens, *self.special_tokens.values()]) + 1
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The merges in rank order, as pairs of token bytes."""
+        return [(self._tokens[a], self._tokens[b]) for a, b in self._merges]
+
+    def __repr__(self) -> str:
+        name = self.pattern_name or "custom"
+        return f"<toksmith.Tokenizer bpe vocab_size={self.vocab_size} pattern={name} specials={len(self.special_tokens)}>"
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: AllowedSpecial = "all",
+    ) -> list[int]:
+        """Encodes ``text`` into ids.
+
+        Special tokens are safe by default, as in tiktoken: a special-token string in ``text``
+        raises :class:`SpecialTokenError` unless it is in ``allowed_special`` (then it becomes its
+        id) or left out of ``disallowed_special`` (then it is encoded as plain text).
+        """
+        allowed = self._check_specials(text, allowed_special, disallowed_special)
+        with _text_errors():
+            return self._model.encode(text, [self.special_tokens[s] for s in allowed])
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encodes ``text`` treating special-token strings as plain text."""
+        with _text_errors():
+            return self._model.encode_ordinary(text)
+
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: AllowedSpecial = frozenset(),
+        disallowed_special: AllowedSpecial = "all",
+    ) -> list[list[int]]:
+        """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`."""
+        texts = list(texts)
+        allowed: frozenset[str] = frozenset()
+        for text in texts:
+            allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if not texts:
+            return []
+        with _text_errors():
+            return self._model.encode_batch(texts, [self.special_tokens[s] for s in allowed], num_threads)
+
+    def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
+        """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
+        if not isinstance(text, str):
+            raise EncodeError(f"encode takes a str, not {type(text).__name__}; decode bytes first (e.g. data.decode('utf-8'))")
+        known = self.special_tokens.keys()
+        allowed = frozenset(known) if allowed_special == "all" else frozenset(allowed_special)
+        disallowed = frozenset(known) - allowed if disallowed_special == "all" else frozenset(disallowed_special)
+        unknown = (allowed | disallowed) - known
+        if unknown:
+            raise SpecialTokenError(
+                f"{sorted(unknown)} are not special tokens of this tokenizer; its special tokens are {sorted(known)}"
+            )
+        if disallowed:
+            regex = self._special_regex_cache.get(disallowed)
+            if regex is None:
+                alternatives = sorted(disallowed, key=len, reverse=True)
+                regex = self._special_regex_cache[disallowed] = re.compile("|".join(map(re.escape, alternatives)))
+            match = regex.search(text)
+            if match:
+                raise SpecialTokenError(
+                    f"text contains the special token {match.group()!r} at index {match.start()}, which is not "
+                    f"allowed. If it should become its special id, pass allowed_special={{{match.group()!r}}} "
+                    f"(or allowed_special='all'); if it should be encoded as plain text, pass "
+                    f"disallowed_special=() or use encode_ordinary()."
+                )
+        return allowed
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Joins the bytes of ``ids``. Raises :class:`DecodeError` for an id not in the vocabulary."""
+        ids = list(ids)
+        try:
+            return self._model.decode_bytes(ids)
+        except (TypeError, OverflowError):
+            bad = next((i for i in ids if not isinstance(i, int) or not 0 <= i < 2**32), None)
+            raise DecodeError(f"ids must be non-negative ints; got {bad!r}") from None
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
+        ``errors="replace"`` (the default) and raise :class:`DecodeError` with ``errors="strict"``."""
+        data = self.decode_bytes(ids)
+        try:
+            return data.decode("utf-8", errors=errors)
+        except UnicodeDecodeError as e:
+            raise DecodeError(
+                f"the ids decode to bytes that are not valid UTF-8 ({e.reason} at byte {e.start}); "
+                f"use errors='replace', or decode_bytes() to get the raw bytes"
+            ) from None
+        except LookupError:
+            raise DecodeError(f"unknown errors={errors!r}; use 'replace' or 'strict' (or another codec error handler)") from None
+
+    # ------------------------------------------------------------------ vocabulary
+
+    def token_bytes(self, id: int) -> bytes:
+        """The bytes of one token (a special token's UTF-8 string)."""
+        return self.decode_bytes([id])
+
+    def id_to_token(self, id: int) -> str:
+        """The printable name of a token: special tokens as themselves, others in the byte-level
+        alphabet (``b" low"`` -> ``"Ġlow"``)."""
+        for s, i in self.special_tokens.items():
+            if i == id:
+                return s
+        if id not in self._tokens:
+            raise DecodeError(f"id {id!r} is not in the vocabulary (0 to {self.vocab_size - 1})")
+        return bytes_to_token(self._tokens[id])
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token name as :meth:`id_to_token` writes it; None when there is none."""
+        if token in self.special_tokens:
+            return self.special_tokens[token]
+        try:
+            return self._id_of_bytes.get(token_to_bytes(token))
+        except KeyError:
+            return None
+
+    # ------------------------------------------------------------------ files
+
+    def to_dict(self) -> dict:
+        """The self-describing JSON form that :meth:`save` writes."""
+        names = {i: bytes_to_token(b) for i, b in self._tokens.items()}
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "model": {
+                "type": "bpe",
+                "level": "byte",
+                "vocab": {names[i]: i for i in sorted(names)},
+                "merges": [[names[a], names[b]] for a, b in self._merges],
+            },
+            "pre_tokenizer": {"pattern_name": self.pattern_name, "pattern": self.pattern},
+            "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),
+            "metadata": self.metadata,
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the tokenizer as one versioned JSON file, atomically."""
+        data = json.dumps(self.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
+        write_atomic(path, data)
+
+    @classmethod
+    def from_dict(cls, d: dict, *, source: str = "<dict>") -> "Tokenizer":
+        """Rebuilds a tokenizer from :meth:`to_dict` output, checking every field."""
+
+        def bad(what: str) -> FormatError:
+            return FormatError(f"{source}: {what}. The file is corrupted or was not written by toksmith; re-save it with Tokenizer.save()")
+
+        if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
+            raise FormatError(
+                f"{source} is not a toksmith tokenizer file (no \"format\": \"toksmith\" field). "
+                f"toksmith.load() reads files written by Tokenizer.save()"
+            )
+        version = d.get("version")
+        if version != FORMAT_VERSION:
+            raise FormatError(f"{source} has format version {version!r}; this toksmith reads version {FORMAT_VERSION}. Upgrade toksmith")
+        model = d.get("model")
+        if not isinstance(model, dict) or model.get("type") != "bpe" or model.get("level") != "byte":
+            raise bad("'model' must be a byte-level BPE model")
+        vocab, merges = model.get("vocab"), model.get("merges")
+        if not isinstance(vocab, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vocab.values()):
+            raise bad("'model.vocab' must map token names to non-negative int ids")
+        if not isinstance(merges, list) or not all(isinstance(m, list) and len(m) == 2 and all(isinstance(t, str) for t in m) for m in merges):
+            raise bad("'model.merges' must be a list of [left, right] token names")
+        try:
+            tokens = {i: token_to_bytes(name) for name, i in vocab.items()}
+            merge_ids = [(vocab[a], vocab[b]) for a, b in merges]
+        except KeyError as e:
+            raise bad(f"token {e.args[0]!r} is not a byte-level token name or not in the vocabulary") from None
+        pre = d.get("pre_tokenizer")
+        if not isinstance(pre, dict) or not isinstance(pre.get("pattern"), str):
+            raise bad("'pre_tokenizer.pattern' is missing")
+        specials = d.get("special_tokens", {})
+        if not isinstance(specials, dict) or not all(isinstance(v, int) for v in specials.values()):
+            raise bad("'special_tokens' must map strings to int ids")
+        try:
+            return cls(
+                tokens=tokens,
+                merges=merge_ids,
+                pattern=pre["pattern"],
+                pattern_name=pre.get("pattern_name"),
+                special_tokens=specials,
+                metadata=d.get("metadata") or {},
+            )
+        except FormatError as e:
+            raise bad(str(e)) from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Tokenizer":
+        """Reads a file written by :meth:`save`."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise FormatError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise FormatError(f"{path} is a directory; pass the tokenizer's .json file") from None
+        try:
+            d = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FormatError(
+                f"{path} is not valid JSON ({e}); it may be truncated or corrupted, or of another format. "
+                f"toksmith.load() reads files written by Tokenizer.save()"
+            ) from None
+        return cls.from_dict(d, source=str(path))
+
+
+class _text_errors:
+    """Turns the UnicodeEncodeError a str with lone surrogates raises on its way to Rust into EncodeError."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and issubclass(exc_type, UnicodeEncodeError):
+            raise EncodeError(
+                f"text contains a lone surrogate ({exc.object[exc.start:exc.end]!r} at index {exc.start}), which is not "
+                f"valid Unicode and has no UTF-8 bytes. Replace it first, e.g. "
+                f"text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')"
+            ) from None
+        return False

@@ -1,0 +1,284 @@
+//! Byte-level BPE inference: pre-tokenize, then in each chunk apply the lowest-ranked
+//! (earliest learned) merge first until no merge applies.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::pretokenize::Pretokenizer;
+use crate::special::{Piece, SpecialTokens};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Chunks up to this many bytes use the simple quadratic scan, which is faster than a heap
+/// for the short chunks ordinary text consists of; longer ones use the O(n log n) heap.
+const SHORT_CHUNK: usize = 48;
+
+#[derive(Debug, Clone)]
+pub struct BpeModel {
+    /// id -> token bytes; `None` for ids that are special tokens (or unused).
+    vocab: Vec<Option<Vec<u8>>>,
+    byte_ids: [u32; 256],
+    /// (left id, right id) -> (rank, merged id). Lower rank merges first.
+    merges: FxHashMap<(u32, u32), (u32, u32)>,
+    specials: SpecialTokens,
+    pretokenizer: Pretokenizer,
+}
+
+impl BpeModel {
+    /// Builds a model from `(id, bytes)` tokens, merges in rank order given as
+    /// `(left id, right id)`, a pre-tokenization regex and `(string, id)` special tokens.
+    /// Every single byte must be a token, and every merge must produce a token.
+    pub fn new(
+        tokens: Vec<(u32, Vec<u8>)>,
+        merges: &[(u32, u32)],
+        pattern: &str,
+        specials: Vec<(String, u32)>,
+    ) -> Result<Self> {
+        let format_err = |m: String| Error::new(ErrorKind::Format, m);
+        let max_id = tokens.iter().map(|t| t.0).chain(specials.iter().map(|s| s.1)).max().unwrap_or(0);
+        let mut vocab: Vec<Option<Vec<u8>>> = vec![None; max_id as usize + 1];
+        let mut by_bytes: FxHashMap<&[u8], u32> = FxHashMap::default();
+        for (id, bytes) in &tokens {
+            if vocab[*id as usize].is_some() {
+                return Err(format_err(format!("token id {id} appears twice in the vocabulary")));
+            }
+            if bytes.is_empty() {
+                return Err(format_err(format!("token id {id} has no bytes")));
+            }
+            vocab[*id as usize] = Some(bytes.clone());
+        }
+        for (id, bytes) in &tokens {
+            if by_bytes.insert(bytes.as_slice(), *id).is_some() {
+                return Err(format_err(format!("token bytes {bytes:?} appear twice in the vocabulary")));
+            }
+        }
+        for (s, id) in &specials {
+            if vocab[*id as usize].is_some() {
+                return Err(format_err(format!("special token {s:?} has id {id}, which is also an ordinary token")));
+            }
+        }
+        let mut byte_ids = [0u32; 256];
+        for b in 0..=255u8 {
+            byte_ids[b as usize] = *by_bytes.get([b].as_slice()).ok_or_else(|| {
+                format_err(format!("the vocabulary has no token for byte 0x{b:02x}; byte-level BPE needs all 256"))
+            })?;
+        }
+        let mut merge_map = FxHashMap::default();
+        for (rank, &(l, r)) in merges.iter().enumerate() {
+            let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
+            let (Some(lb), Some(rb)) = (get(l), get(r)) else {
+                return Err(format_err(format!("merge #{rank} ({l}, {r}) names an id that is not a token")));
+            };
+            let joined = [lb.as_slice(), rb.as_slice()].concat();
+            let Some(&new_id) = by_bytes.get(joined.as_slice()) else {
+                return Err(format_err(format!("merge #{rank} ({l}, {r}) produces bytes that are not a token")));
+            };
+            // With duplicate merges the first (lowest rank) one wins, as in Hugging Face.
+            merge_map.entry((l, r)).or_insert((rank as u32, new_id));
+        }
+        let specials = SpecialTokens::new(specials)?;
+        let pretokenizer = Pretokenizer::new(pattern)?;
+        Ok(BpeModel { vocab, byte_ids, merges: merge_map, specials, pretokenizer })
+    }
+
+    pub fn vocab_len(&self) -> usize {
+        self.vocab.len()
+    }
+
+    pub fn pretokenizer(&self) -> &Pretokenizer {
+        &self.pretokenizer
+    }
+
+    /// Encodes `text` with every special-token string treated as plain text.
+    pub fn encode_ordinary(&self, text: &str) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        self.encode_text(text, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes `text`, mapping the special tokens for which `allowed(id)` holds to their ids.
+    pub fn encode(&self, text: &str, allowed: impl Fn(u32) -> bool) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        let mut result = Ok(());
+        self.specials.split(text, allowed, |piece| {
+            if result.is_err() {
+                return;
+            }
+            match piece {
+                Piece::Special(id) => out.push(id),
+                Piece::Text(t) => result = self.encode_text(t, &mut out),
+            }
+        });
+        result.map(|_| out)
+    }
+
+    fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let mut scratch = Vec::new();
+        self.pretokenizer.for_each_chunk(text, |chunk| self.encode_chunk(chunk.as_bytes(), out, &mut scratch))
+    }
+
+    /// Applies the merges to one chunk and appends its ids to `out`.
+    pub fn encode_chunk(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>) {
+        scratch.clear();
+        scratch.extend(bytes.iter().map(|&b| self.byte_ids[b as usize]));
+        if scratch.len() <= SHORT_CHUNK {
+            self.merge_short(scratch);
+            out.extend_from_slice(scratch);
+        } else {
+            self.merge_long(scratch, out);
+        }
+    }
+
+    /// Repeatedly finds the adjacent pair with the lowest merge rank and merges it
+    /// (the leftmost one among equals). Quadratic, but tight for short chunks.
+    fn merge_short(&self, symbols: &mut Vec<u32>) {
+        loop {
+            let mut best: Option<(u32, usize, u32)> = None; // (rank, position, new id)
+            for i in 0..symbols.len().saturating_sub(1) {
+                if let Some(&(rank, new_id)) = self.merges.get(&(symbols[i], symbols[i + 1])) {
+                    if best.map_or(true, |b| rank < b.0) {
+                        best = Some((rank, i, new_id));
+                    }
+                }
+            }
+            let Some((_, i, new_id)) = best else { return };
+            symbols[i] = new_id;
+            symbols.remove(i + 1);
+        }
+    }
+
+    /// The same merge order as `merge_short`, in O(n log n): a heap of candidate merges keyed by
+    /// (rank, position) over a doubly linked list of symbols; stale entries are skipped.
+    fn merge_long(&self, initial: &[u32], out: &mut Vec<u32>) {
+        let n = initial.len();
+        let mut sym: Vec<u32> = initial.to_vec();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<Reverse<(u32, usize, u32, u32)>>, i: usize, l: u32, r: u32| {
+            if let Some(&(rank, _)) = self.merges.get(&(l, r)) {
+                heap.push(Reverse((rank, i, l, r)));
+            }
+        };
+        for i in 0..n - 1 {
+            push(&mut heap, i, sym[i], sym[i + 1]);
+        }
+        while let Some(Reverse((_, i, l, r))) = heap.pop() {
+            // Stale if either symbol changed since this entry was pushed.
+            if !alive[i] || sym[i] != l || next[i] >= n || sym[next[i]] != r {
+                continue;
+            }
+            let j = next[i];
+            sym[i] = self.merges[&(l, r)].1;
+            alive[j] = false;
+            next[i] = next[j];
+            if next[j] < n {
+                prev[next[j]] = i;
+            }
+            if prev[i] < n {
+                push(&mut heap, prev[i], sym[prev[i]], sym[i]);
+            }
+            if next[i] < n {
+                push(&mut heap, i, sym[i], sym[next[i]]);
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            out.push(sym[i]);
+            i = next[i];
+        }
+    }
+
+    /// Joins the bytes of `ids`; special tokens decode to their strings.
+    pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            out.extend_from_slice(self.token_bytes(id)?);
+        }
+        Ok(out)
+    }
+
+    pub fn token_bytes(&self, id: u32) -> Result<&[u8]> {
+        if let Some(Some(b)) = self.vocab.get(id as usize) {
+            return Ok(b);
+        }
+        if let Some((s, _)) = self.specials.tokens().iter().find(|(_, i)| *i == id) {
+            return Ok(s.as_bytes());
+        }
+        Err(Error::new(
+            ErrorKind::Decode,
+            format!("id {id} is not in the vocabulary (ids run from 0 to {}); check that the ids come from this tokenizer", self.vocab.len().saturating_sub(1)),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pretokenize::GPT2_PATTERN;
+
+    /// Bytes 0..=255 as ids 0..=255, plus merges given as byte strings.
+    fn model(merges: &[(&str, &str)], specials: Vec<(String, u32)>) -> BpeModel {
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let mut ids: FxHashMap<Vec<u8>, u32> = tokens.iter().map(|(i, b)| (b.clone(), *i)).collect();
+        let mut pairs = Vec::new();
+        for (l, r) in merges {
+            let id = tokens.len() as u32;
+            let joined = [l.as_bytes(), r.as_bytes()].concat();
+            pairs.push((ids[l.as_bytes()], ids[r.as_bytes()]));
+            ids.insert(joined.clone(), id);
+            tokens.push((id, joined));
+        }
+        BpeModel::new(tokens, &pairs, GPT2_PATTERN, specials).unwrap()
+    }
+
+    #[test]
+    fn applies_lowest_rank_first() {
+        // "bc" is learned before "ab", so "abc" becomes a + bc, not ab + c.
+        let m = model(&[("b", "c"), ("a", "b")], vec![]);
+        assert_eq!(m.encode_ordinary("abc").unwrap(), vec![b'a' as u32, 256]);
+    }
+
+    #[test]
+    fn long_and_short_paths_agree() {
+        let m = model(&[("a", "a"), ("aa", "aa"), ("a", "b"), ("ab", "a"), ("aaaa", "ab")], vec![]);
+        let mut seed = 12345u64;
+        for len in [2usize, 10, 49, 60, 200, 1000] {
+            for _ in 0..20 {
+                let s: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        if (seed >> 33) % 3 == 0 { b'b' } else { b'a' }
+                    })
+                    .collect();
+                let ids: Vec<u32> = s.iter().map(|&b| b as u32).collect();
+                let mut short = ids.clone();
+                m.merge_short(&mut short);
+                let mut long = Vec::new();
+                m.merge_long(&ids, &mut long);
+                assert_eq!(short, long, "input {:?}", String::from_utf8_lossy(&s));
+            }
+        }
+    }
+
+    #[test]
+    fn specials_only_when_allowed() {
+        let m = model(&[], vec![("<|eot|>".into(), 300)]);
+        assert_eq!(m.encode("a<|eot|>", |id| id == 300).unwrap(), vec![97, 300]);
+        assert_eq!(m.encode("a<|eot|>", |_| false).unwrap().len(), 8);
+        assert_eq!(m.decode_bytes(&[97, 300]).unwrap(), b"a<|eot|>");
+    }
+
+    #[test]
+    fn unknown_id_is_a_decode_error() {
+        let m = model(&[], vec![]);
+        assert_eq!(m.decode_bytes(&[999]).unwrap_err().kind, ErrorKind::Decode);
+    }
+
+    #[test]
+    fn merge_producing_unknown_token_is_rejected() {
+        let tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let err = BpeModel::new(tokens, &[(97, 98)], GPT2_PATTERN, vec![]).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Format);
+    }
+}

@@ -1,0 +1,2 @@
+//! Inference models: turn one pre-tokenized chunk into ids.
+pub mod bpe;

@@ -1,0 +1,145 @@
+//! Pre-tokenization: split text into chunks with a regex; BPE merges never cross a chunk.
+
+use crate::error::{Error, ErrorKind, Result};
+use fancy_regex::Regex;
+
+/// A compiled pre-tokenization pattern.
+///
+/// fancy-regex is used because the standard patterns need lookahead (`\s+(?!\S)`).
+/// Its backtracking limit is raised so that long runs of one character (1 MB of spaces)
+/// are split rather than refused.
+#[derive(Debug, Clone)]
+pub struct Pretokenizer {
+    regex: Regex,
+    pattern: String,
+}
+
+impl Pretokenizer {
+    pub fn new(pattern: &str) -> Result<Self> {
+        let regex = fancy_regex::RegexBuilder::new(pattern)
+            .backtrack_limit(100_000_000)
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidPattern,
+                    format!("pre-tokenization pattern {pattern:?} does not compile: {e}. \
+                             Use one of the named patterns (gpt2, cl100k, o200k) or fix the regex \
+                             (syntax of the fancy-regex crate: Perl/Python-like, with lookaround)."),
+                )
+            })?;
+        Ok(Pretokenizer { regex, pattern: pattern.to_string() })
+    }
+
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Calls `f` on each chunk of `text`, in order. Text the pattern does not match is
+    /// dropped, as in tiktoken; the named patterns match every character.
+    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, mut f: F) -> Result<()> {
+        let mut start = 0;
+        while start < text.len() {
+            let m = self.regex.find_from_pos(text, start).map_err(|e| {
+                Error::new(ErrorKind::InvalidPattern, format!("pre-tokenization regex failed while matching: {e}"))
+            })?;
+            let Some(m) = m else { break };
+            if m.end() == m.start() {
+                // An empty match would loop forever: step over one character.
+                start = next_char_boundary(text, m.end());
+                continue;
+            }
+            f(m.as_str());
+            start = m.end();
+        }
+        Ok(())
+    }
+
+    /// All chunks of `text`.
+    pub fn split<'t>(&self, text: &'t str) -> Result<Vec<&'t str>> {
+        let mut out = Vec::new();
+        self.for_each_chunk(text, |c| out.push(c))?;
+        Ok(out)
+    }
+}
+
+fn next_char_boundary(text: &str, pos: usize) -> usize {
+    let mut p = pos + 1;
+    while p < text.len() && !text.is_char_boundary(p) {
+        p += 1;
+    }
+    p
+}
+
+/// The named patterns (tiktoken's public constants).
+pub const GPT2_PATTERN: &str =
+    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+pub const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+pub const O200K_PATTERN: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"\p{N}{1,3}",
+    "|",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    "|",
+    r"\s*[\r\n]+",
+    "|",
+    r"\s+(?!\S)",
+    "|",
+    r"\s+",
+);
+
+/// Resolves a pattern name to its regex; any other string is taken as a regex itself.
+pub fn resolve_pattern(name_or_regex: &str) -> &str {
+    match name_or_regex {
+        "gpt2" | "r50k" | "r50k_base" | "p50k_base" | "p50k_edit" => GPT2_PATTERN,
+        "cl100k" | "cl100k_base" => CL100K_PATTERN,
+        "o200k" | "o200k_base" | "o200k_harmony" => O200K_PATTERN,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt2_splits_words_with_leading_space() {
+        let p = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        assert_eq!(p.split("Hello world, it's 2025!").unwrap(),
+                   vec!["Hello", " world", ",", " it", "'s", " 2025", "!"]);
+    }
+
+    #[test]
+    fn lookahead_keeps_last_space_for_next_word() {
+        let p = Pretokenizer::new(GPT2_PATTERN).unwrap();
+        assert_eq!(p.split("a   b").unwrap(), vec!["a", "  ", " b"]);
+    }
+
+    #[test]
+    fn cl100k_groups_digits_by_three() {
+        let p = Pretokenizer::new(CL100K_PATTERN).unwrap();
+        assert_eq!(p.split("1234567").unwrap(), vec!["123", "456", "7"]);
+    }
+
+    #[test]
+    fn o200k_splits_camel_case() {
+        let p = Pretokenizer::new(O200K_PATTERN).unwrap();
+        assert_eq!(p.split("HelloWorld").unwrap(), vec!["Hello", "World"]);
+    }
+
+    #[test]
+    fn invalid_pattern_is_an_error() {
+        let e = Pretokenizer::new("(unclosed").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidPattern);
+    }
+
+    #[test]
+    fn long_whitespace_run_does_not_fail() {
+        let p = Pretokenizer::new(O200K_PATTERN).unwrap();
+        let text = " ".repeat(200_000) + "x";
+        let total: usize = p.split(&text).unwrap().iter().map(|c| c.len()).sum();
+        assert_eq!(total, text.len());
+    }
+}

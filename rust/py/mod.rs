@@ -1,0 +1,177 @@
+//! The PyO3 binding layer: every Python-facing type and function, nothing else.
+//! Rust errors become `toksmith.errors` exceptions; a Rust panic is caught here and becomes
+//! a `toksmith.errors.InternalError`, so it never reaches Python as a panic.
+
+use crate::error::{Error, ErrorKind};
+use crate::models::bpe::BpeModel;
+use crate::pretokenize::{resolve_pattern, Pretokenizer};
+use crate::special::SpecialTokens;
+use crate::train::bpe::{count_chunks, learn_merges, merge_counts, ChunkCounts};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
+use rustc_hash::FxHashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pyo3::import_exception!(toksmith.errors, InvalidPatternError);
+pyo3::import_exception!(toksmith.errors, FormatError);
+pyo3::import_exception!(toksmith.errors, TrainingError);
+pyo3::import_exception!(toksmith.errors, DecodeError);
+pyo3::import_exception!(toksmith.errors, EncodeError);
+pyo3::import_exception!(toksmith.errors, InternalError);
+
+fn to_py(e: Error) -> PyErr {
+    match e.kind {
+        ErrorKind::InvalidPattern => InvalidPatternError::new_err(e.message),
+        ErrorKind::Format => FormatError::new_err(e.message),
+        ErrorKind::Training => TrainingError::new_err(e.message),
+        ErrorKind::Decode => DecodeError::new_err(e.message),
+        ErrorKind::Encode => EncodeError::new_err(e.message),
+    }
+}
+
+/// Runs `f`, turning errors into Python exceptions and panics into `InternalError`.
+fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(to_py),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(InternalError::new_err(format!("internal error in toksmith's Rust core: {msg}. Please report it with the input that caused it.")))
+        }
+    }
+}
+
+/// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None).
+fn with_threads<T: Send>(num_threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+    match num_threads {
+        None | Some(0) => Ok(f()),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map(|pool| pool.install(f))
+            .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}"))),
+    }
+}
+
+#[pyclass(name = "BpeModel", module = "toksmith._core", frozen)]
+struct PyBpeModel {
+    inner: BpeModel,
+}
+
+#[pymethods]
+impl PyBpeModel {
+    #[new]
+    fn new(tokens: Vec<(u32, Vec<u8>)>, merges: Vec<(u32, u32)>, pattern: &str, specials: Vec<(String, u32)>) -> PyResult<Self> {
+        guard(|| BpeModel::new(tokens, &merges, pattern, specials)).map(|inner| PyBpeModel { inner })
+    }
+
+    fn encode_ordinary(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
+        py.allow_threads(|| guard(|| self.inner.encode_ordinary(text)))
+    }
+
+    fn encode(&self, py: Python<'_>, text: &str, allowed: Vec<u32>) -> PyResult<Vec<u32>> {
+        let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id))))
+    }
+
+    #[pyo3(signature = (texts, allowed, num_threads=None))]
+    fn encode_batch(&self, py: Python<'_>, texts: Vec<String>, allowed: Vec<u32>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
+        let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        py.allow_threads(|| {
+            guard(|| {
+                with_threads(num_threads, || {
+                    texts.par_iter().map(|t| self.inner.encode(t, |id| allowed.contains(&id))).collect::<Result<Vec<_>, _>>()
+                })?
+            })
+        })
+    }
+
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guard(|| self.inner.decode_bytes(&ids))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guard(|| self.inner.token_bytes(id).map(|b| b.to_vec()))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+}
+
+/// Accumulates chunk counts over batches of texts, then learns merges.
+#[pyclass(name = "BpeTrainer", module = "toksmith._core")]
+struct PyBpeTrainer {
+    pretokenizer: Pretokenizer,
+    specials: SpecialTokens,
+    counts: ChunkCounts,
+    num_threads: Option<usize>,
+}
+
+#[pymethods]
+impl PyBpeTrainer {
+    #[new]
+    #[pyo3(signature = (pattern, special_tokens, num_threads=None))]
+    fn new(pattern: &str, special_tokens: Vec<String>, num_threads: Option<usize>) -> PyResult<Self> {
+        guard(|| {
+            Ok(PyBpeTrainer {
+                pretokenizer: Pretokenizer::new(pattern)?,
+                specials: SpecialTokens::new(special_tokens.into_iter().map(|s| (s, 0)).collect())?,
+                counts: ChunkCounts::default(),
+                num_threads,
+            })
+        })
+    }
+
+    /// Counts the chunks of a batch of texts (the GIL is released meanwhile).
+    fn add_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
+        let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
+        let batch = py.allow_threads(|| {
+            guard(|| {
+                let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+                with_threads(threads, || count_chunks(&refs, pre, sp))?
+            })
+        })?;
+        let counts = std::mem::take(&mut self.counts);
+        self.counts = merge_counts(counts, batch);
+        Ok(())
+    }
+
+    /// Number of distinct chunks counted so far.
+    fn num_chunks(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Learns merges; returns them as pairs of internal ids (bytes 0-255, merge k is 256 + k).
+    fn learn_merges(&self, py: Python<'_>, num_merges: usize, min_frequency: u64) -> PyResult<Vec<(u32, u32)>> {
+        py.allow_threads(|| guard(|| learn_merges(&self.counts, num_merges, min_frequency)))
+    }
+}
+
+/// Splits `text` into pre-tokenization chunks with `pattern` (a name or a regex).
+#[pyfunction]
+fn split(py: Python<'_>, pattern: &str, text: &str) -> PyResult<Vec<String>> {
+    py.allow_threads(|| {
+        guard(|| {
+            let p = Pretokenizer::new(resolve_pattern(pattern))?;
+            Ok(p.split(text)?.into_iter().map(String::from).collect())
+        })
+    })
+}
+
+/// The regex behind a named pattern (`gpt2`, `cl100k`, `o200k`); other strings are returned as is.
+#[pyfunction]
+fn pattern_regex(name: &str) -> String {
+    resolve_pattern(name).to_string()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBpeModel>()?;
+    m.add_class::<PyBpeTrainer>()?;
+    m.add_function(wrap_pyfunction!(split, m)?)?;
+    m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! Special tokens: strings such as `<|endoftext|>` that map to one reserved id and are never
+//! produced by merges. Finding them in text is done here, in one Aho-Corasick pass.
+
+use crate::error::{Error, ErrorKind, Result};
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+
+#[derive(Debug, Clone, Default)]
+pub struct SpecialTokens {
+    tokens: Vec<(String, u32)>,
+    matcher: Option<AhoCorasick>,
+}
+
+/// A piece of text between special tokens, or one special token.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'t> {
+    Text(&'t str),
+    Special(u32),
+}
+
+impl SpecialTokens {
+    pub fn new(tokens: Vec<(String, u32)>) -> Result<Self> {
+        if tokens.iter().any(|(s, _)| s.is_empty()) {
+            return Err(Error::new(ErrorKind::Format, "a special token must be a non-empty string"));
+        }
+        let matcher = if tokens.is_empty() {
+            None
+        } else {
+            // Leftmost-longest, so `<|end|>` does not shadow `<|endoftext|>`.
+            let m = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(tokens.iter().map(|(s, _)| s.as_str()))
+                .map_err(|e| Error::new(ErrorKind::Format, format!("special tokens: {e}")))?;
+            Some(m)
+        };
+        Ok(SpecialTokens { tokens, matcher })
+    }
+
+    pub fn tokens(&self) -> &[(String, u32)] {
+        &self.tokens
+    }
+
+    /// Splits `text` at the special tokens for which `allowed(id)` holds; every other
+    /// special-token string stays inside the text pieces.
+    pub fn split<'t>(&self, text: &'t str, allowed: impl Fn(u32) -> bool, mut f: impl FnMut(Piece<'t>)) {
+        let Some(matcher) = &self.matcher else {
+            if !text.is_empty() {
+                f(Piece::Text(text));
+            }
+            return;
+        };
+        let mut piece_start = 0; // start of the text not yet emitted
+        let mut search_from = 0;
+        while search_from < text.len() {
+            let Some(m) = matcher.find(Input::new(text).span(search_from..text.len())) else { break };
+            let mut id = self.tokens[m.pattern().as_usize()].1;
+            let mut end = m.end();
+            if !allowed(id) {
+                // The longest special here is not allowed: a shorter allowed one may start here
+                // too (rare, so a plain scan is fine).
+                let rest = &text[m.start()..];
+                if let Some((s, i)) = self
+                    .tokens
+                    .iter()
+                    .filter(|(s, i)| allowed(*i) && rest.starts_with(s.as_str()))
+                    .max_by_key(|(s, _)| s.len())
+                {
+                    id = *i;
+                    end = m.start() + s.len();
+                }
+            }
+            if allowed(id) {
+                if m.start() > piece_start {
+                    f(Piece::Text(&text[piece_start..m.start()]));
+                }
+                f(Piece::Special(id));
+                piece_start = end;
+                search_from = end;
+            } else {
+                // Not allowed here: a match starting one character later may still be.
+                search_from = m.start() + text[m.start()..].chars().next().map_or(1, |c| c.len_utf8());
+            }
+        }
+        if piece_start < text.len() {
+            f(Piece::Text(&text[piece_start..]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces<'t>(s: &SpecialTokens, text: &'t str, allowed: &[u32]) -> Vec<Piece<'t>> {
+        let mut out = Vec::new();
+        s.split(text, |id| allowed.contains(&id), |p| out.push(p));
+        out
+    }
+
+    #[test]
+    fn splits_only_at_allowed_specials() {
+        let s = SpecialTokens::new(vec![("<|a|>".into(), 7), ("<|b|>".into(), 8)]).unwrap();
+        assert_eq!(
+            pieces(&s, "x<|a|>y<|b|>z", &[7]),
+            vec![Piece::Text("x"), Piece::Special(7), Piece::Text("y<|b|>z")]
+        );
+        assert_eq!(pieces(&s, "x<|a|>y", &[]), vec![Piece::Text("x<|a|>y")]);
+    }
+
+    #[test]
+    fn longest_special_wins() {
+        let s = SpecialTokens::new(vec![("<|end|>".into(), 1), ("<|end|>x".into(), 2)]).unwrap();
+        assert_eq!(pieces(&s, "<|end|>x", &[1, 2]), vec![Piece::Special(2)]);
+        // When the longer one is not allowed, the shorter one still applies.
+        assert_eq!(pieces(&s, "<|end|>x", &[1]), vec![Piece::Special(1), Piece::Text("x")]);
+    }
+}

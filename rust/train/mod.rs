@@ -1,0 +1,2 @@
+//! Training, kept apart from inference.
+pub mod bpe;
