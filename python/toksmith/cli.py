@@ -1,0 +1,141 @@
+"""The ``toksmith`` command line: train, encode, decode, inspect, demo.
+
+Every subcommand has ``--help``. Errors from toksmith print one line (``error: ...``) and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import toksmith
+from toksmith.errors import TokenizerError
+
+
+def _cmd_train(args: argparse.Namespace) -> None:
+    tok = toksmith.train(
+        [Path(f) for f in args.files] if len(args.files) > 1 else args.files[0],
+        vocab_size=args.vocab_size,
+        pattern=args.pattern,
+        special_tokens=args.special_token or (),
+        special_tokens_position=args.special_tokens_position,
+        min_frequency=args.min_frequency,
+        num_threads=args.threads,
+    )
+    tok.save(args.output)
+    print(f"trained {tok!r}; saved to {args.output}", file=sys.stderr)
+
+
+def _cmd_encode(args: argparse.Namespace) -> None:
+    tok = toksmith.load(args.tokenizer)
+    text = args.text if args.text is not None else sys.stdin.read()
+    allowed = "all" if args.allow_special else frozenset()
+    ids = tok.encode(text, allowed_special=allowed, disallowed_special=() if args.ordinary else "all")
+    print(" ".join(map(str, ids)))
+
+
+def _cmd_decode(args: argparse.Namespace) -> None:
+    tok = toksmith.load(args.tokenizer)
+    ids = [int(x) for chunk in args.ids for x in chunk.replace(",", " ").split()]
+    sys.stdout.write(tok.decode(ids, errors=args.errors))
+    sys.stdout.write("\n")
+
+
+def _cmd_inspect(args: argparse.Namespace) -> None:
+    tok = toksmith.load(args.tokenizer)
+    print(f"vocab_size: {tok.vocab_size}")
+    print(f"pattern:    {tok.pattern_name or 'custom'} {tok.pattern!r}")
+    print(f"specials:   {tok.special_tokens or 'none'}")
+    merges = tok.merges
+    print(f"merges:     {len(merges)}")
+    show = lambda m: f"{m[0]!r} + {m[1]!r}"  # noqa: E731
+    for i, m in enumerate(merges[: args.n]):
+        print(f"  first #{i}: {show(m)}")
+    for i, m in list(enumerate(merges))[-args.n :] if merges else []:
+        print(f"  last  #{i}: {show(m)}")
+
+
+def show_boundaries(tok: "toksmith.Tokenizer", text: str) -> str:
+    """The text with each token on an alternating background (ANSI), ids not shown."""
+    colors = ["\x1b[48;5;153m", "\x1b[48;5;223m", "\x1b[48;5;194m", "\x1b[48;5;225m"]
+    parts = []
+    for k, i in enumerate(tok.encode_ordinary(text)):
+        piece = tok.decode_bytes([i]).decode("utf-8", errors="replace").replace("\n", "\\n\n")
+        parts.append(f"{colors[k % len(colors)]}\x1b[30m{piece}\x1b[0m")
+    return "".join(parts)
+
+
+def _cmd_demo(args: argparse.Namespace) -> None:
+    from toksmith.demo import run_demo
+
+    run_demo(vocab_size=args.vocab_size, color=not args.no_color and sys.stdout.isatty() or args.color)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toksmith", description="Train, run and inspect subword tokenizers.")
+    parser.add_argument("--version", action="version", version=f"toksmith {toksmith.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a byte-level BPE tokenizer", description="Train a byte-level BPE tokenizer on files, directories or globs.")
+    p.add_argument("files", nargs="+", help="training text: files, directories or globs (.gz/.bz2/.xz read transparently)")
+    p.add_argument("--vocab-size", type=int, required=True, help="total ids, including the 256 bytes and the special tokens")
+    p.add_argument("--pattern", default="o200k", help="pre-tokenization: gpt2, cl100k, o200k or a regex (default o200k)")
+    p.add_argument("--special-token", action="append", metavar="T", help="reserve a special token (repeatable)")
+    p.add_argument("--special-tokens-position", choices=["first", "last"], default="first")
+    p.add_argument("--min-frequency", type=int, default=2, help="stop when the best pair occurs fewer times (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="threads for counting (default: all cores)")
+    p.add_argument("-o", "--output", required=True, help="where to save the tokenizer (.json)")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("encode", help="print the ids of a text", description="Encode TEXT (or standard input) and print the ids.")
+    p.add_argument("-t", "--tokenizer", required=True, help="tokenizer file")
+    p.add_argument("text", nargs="?", help="text to encode (default: read standard input)")
+    p.add_argument("--allow-special", action="store_true", help="map special-token strings to their ids")
+    p.add_argument("--ordinary", action="store_true", help="encode special-token strings as plain text")
+    p.set_defaults(func=_cmd_encode)
+
+    p = sub.add_parser("decode", help="print the text of ids", description="Decode ids (space or comma separated) to text.")
+    p.add_argument("-t", "--tokenizer", required=True, help="tokenizer file")
+    p.add_argument("ids", nargs="+", help="token ids")
+    p.add_argument("--errors", choices=["replace", "strict"], default="replace")
+    p.set_defaults(func=_cmd_decode)
+
+    p = sub.add_parser("inspect", help="describe a tokenizer", description="Size, pattern, special tokens, first and last merges.")
+    p.add_argument("tokenizer", help="tokenizer file")
+    p.add_argument("-n", type=int, default=5, help="how many first/last merges to show (default 5)")
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("demo", help="train on the Python standard library and show the result", description="Train a tokenizer on the Python standard library's own source files, then show a sample with token boundaries and the compression.")
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--color", action="store_true", help="force colored output")
+    p.add_argument("--no-color", action="store_true", help="show boundaries with | instead of colors")
+    p.set_defaults(func=_cmd_demo)
+
+    try:  # analysis commands (compare, cost, audit, show), when that module is present
+        from toksmith.analysis.cli import register
+    except ImportError:
+        pass
+    else:
+        register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except TokenizerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # e.g. non-integer ids on the command line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
