@@ -18,7 +18,7 @@ from typing import Literal
 from . import _core
 from ._io import write_atomic
 from .byte_level import bytes_to_token, token_to_bytes
-from .errors import DecodeError, EncodeError, FormatError, SpecialTokenError
+from .errors import DecodeError, EncodeError, FormatError, InvalidPatternError, SpecialTokenError
 
 FORMAT_NAME = "toksmith"
 FORMAT_VERSION = 1
@@ -260,7 +260,7 @@ class Tokenizer:
                 special_tokens=specials,
                 metadata=d.get("metadata") or {},
             )
-        except FormatError as e:
+        except (FormatError, InvalidPatternError) as e:
             raise bad(str(e)) from None
 
     @classmethod

@@ -1,0 +1,57 @@
+"""The command line, run as a user would (a subprocess of the installed entry point)."""
+
+import subprocess
+import sys
+
+import pytest
+
+TEXT = "low lower lowest newest widest " * 50
+
+
+def run(*args, input=None, ok=True):
+    proc = subprocess.run([sys.executable, "-m", "toksmith.cli", *args], capture_output=True, text=True, input=input)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    corpus = d / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = d / "tok.json"
+    run("train", str(corpus), "--vocab-size", "300", "--special-token", "<|endoftext|>", "-o", str(out))
+    return out
+
+
+def test_train_encode_decode(trained):
+    ids = run("encode", "-t", str(trained), "the lowest")
+    numbers = ids.stdout.split()
+    assert numbers and all(n.isdigit() for n in numbers)
+    assert run("decode", "-t", str(trained), *numbers).stdout == "the lowest\n"
+    # stdin when no text is given
+    assert run("encode", "-t", str(trained), input="the lowest").stdout == ids.stdout
+
+
+def test_special_token_handling(trained):
+    bad = run("encode", "-t", str(trained), "x<|endoftext|>", ok=False)
+    assert bad.returncode == 2 and "allowed_special" in bad.stderr
+    assert run("encode", "-t", str(trained), "--allow-special", "<|endoftext|>").stdout.split() == ["0"]
+
+
+def test_inspect(trained):
+    out = run("inspect", str(trained)).stdout
+    import toksmith
+
+    assert f"vocab_size: {toksmith.load(trained).vocab_size}" in out and "<|endoftext|>" in out and "first #0" in out
+
+
+def test_errors_are_one_line(tmp_path):
+    proc = run("encode", "-t", str(tmp_path / "missing.json"), "x", ok=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("cmd", ["train", "encode", "decode", "inspect", "demo"])
+def test_help(cmd):
+    assert "usage" in run(cmd, "--help").stdout
