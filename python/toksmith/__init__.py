@@ -26,8 +26,21 @@ from .trainers import train
 __version__ = "0.1.0"
 
 
-def load(path: str | os.PathLike) -> Tokenizer:
-    """Loads a tokenizer saved by :meth:`Tokenizer.save`."""
+def load(path: str | os.PathLike, **options) -> Tokenizer:
+    """Loads a tokenizer, detecting its format.
+
+    - a file written by :meth:`Tokenizer.save` (toksmith JSON);
+    - a tiktoken encoding by name (``"cl100k_base"``, ``"o200k_base"``, ...; the ``.tiktoken`` file
+      is looked up in ``tiktoken_dir=`` or ``$TOKSMITH_TIKTOKEN_DIR``, never downloaded) or a
+      ``.tiktoken`` file (``pattern=`` and ``special_tokens=`` for files of unknown encodings).
+    """
+    from .formats.tiktoken import ENCODINGS, load_tiktoken
+
+    text = os.fspath(path)
+    if text in ENCODINGS or text.endswith(".tiktoken"):
+        return load_tiktoken(text, **options)
+    if options:
+        raise TypeError(f"unexpected options for a toksmith file: {sorted(options)}")
     return Tokenizer.load(path)
 
 

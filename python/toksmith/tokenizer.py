@@ -40,21 +40,27 @@ class Tokenizer:
         self,
         *,
         tokens: dict[int, bytes],
-        merges: Sequence[tuple[int, int]],
+        merges: Sequence[tuple[int, int]] | None,
         pattern: str,
         pattern_name: str | None = None,
         special_tokens: dict[str, int] | None = None,
         metadata: dict | None = None,
     ) -> None:
         self._tokens = dict(tokens)
-        self._merges = [tuple(m) for m in merges]
         self.pattern = pattern
         self.pattern_name = pattern_name
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.metadata = dict(metadata or {})
-        self._model = _core.BpeModel(
-            list(self._tokens.items()), self._merges, pattern, list(self.special_tokens.items())
-        )
+        # merges=None: tiktoken-style ranks, where a token's id is its merge priority.
+        self.uses_ranks = merges is None
+        if self.uses_ranks:
+            self._model = _core.BpeModel.from_ranks(list(self._tokens.items()), pattern, list(self.special_tokens.items()))
+            self._merges = None
+        else:
+            self._merges = [tuple(m) for m in merges]
+            self._model = _core.BpeModel(
+                list(self._tokens.items()), self._merges, pattern, list(self.special_tokens.items())
+            )
         self._id_of_bytes = {b: i for i, b in self._tokens.items()}
         self._special_regex_cache: dict[frozenset[str], re.Pattern[str]] = {}
 
@@ -68,7 +74,12 @@ class Tokenizer:
     @property
     def merges(self) -> list[tuple[bytes, bytes]]:
         """The merges in rank order, as pairs of token bytes."""
-        return [(self._tokens[a], self._tokens[b]) for a, b in self._merges]
+        return [(self._tokens[a], self._tokens[b]) for a, b in self._merge_ids()]
+
+    def _merge_ids(self) -> list[tuple[int, int]]:
+        if self._merges is None:  # derived once from the ranks
+            self._merges = [tuple(m) for m in self._model.derive_merges()]
+        return self._merges
 
     def __repr__(self) -> str:
         name = self.pattern_name or "custom"
@@ -205,7 +216,7 @@ class Tokenizer:
                 "type": "bpe",
                 "level": "byte",
                 "vocab": {names[i]: i for i in sorted(names)},
-                "merges": [[names[a], names[b]] for a, b in self._merges],
+                "merges": None if self.uses_ranks else [[names[a], names[b]] for a, b in self._merges],
             },
             "pre_tokenizer": {"pattern_name": self.pattern_name, "pattern": self.pattern},
             "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),
@@ -238,11 +249,14 @@ class Tokenizer:
         vocab, merges = model.get("vocab"), model.get("merges")
         if not isinstance(vocab, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vocab.values()):
             raise bad("'model.vocab' must map token names to non-negative int ids")
-        if not isinstance(merges, list) or not all(isinstance(m, list) and len(m) == 2 and all(isinstance(t, str) for t in m) for m in merges):
-            raise bad("'model.merges' must be a list of [left, right] token names")
+        merges_ok = merges is None or isinstance(merges, list) and all(
+            isinstance(m, list) and len(m) == 2 and all(isinstance(t, str) for t in m) for m in merges
+        )
+        if not merges_ok:
+            raise bad("'model.merges' must be a list of [left, right] token names (or null: tiktoken-style ranks)")
         try:
             tokens = {i: token_to_bytes(name) for name, i in vocab.items()}
-            merge_ids = [(vocab[a], vocab[b]) for a, b in merges]
+            merge_ids = None if merges is None else [(vocab[a], vocab[b]) for a, b in merges]
         except KeyError as e:
             raise bad(f"token {e.args[0]!r} is not a byte-level token name or not in the vocabulary") from None
         pre = d.get("pre_tokenizer")

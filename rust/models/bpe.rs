@@ -12,6 +12,10 @@ use std::collections::BinaryHeap;
 /// for the short chunks ordinary text consists of; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 48;
 
+fn format_err(m: String) -> Error {
+    Error::new(ErrorKind::Format, m)
+}
+
 #[derive(Debug, Clone)]
 pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are special tokens (or unused).
@@ -33,10 +37,53 @@ impl BpeModel {
         pattern: &str,
         specials: Vec<(String, u32)>,
     ) -> Result<Self> {
-        let format_err = |m: String| Error::new(ErrorKind::Format, m);
+        Self::build(tokens, pattern, specials, |vocab, by_bytes| {
+            let mut merge_map = FxHashMap::default();
+            for (rank, &(l, r)) in merges.iter().enumerate() {
+                let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
+                let (Some(lb), Some(rb)) = (get(l), get(r)) else {
+                    return Err(format_err(format!("merge #{rank} ({l}, {r}) names an id that is not a token")));
+                };
+                let joined = [lb.as_slice(), rb.as_slice()].concat();
+                let Some(&new_id) = by_bytes.get(joined.as_slice()) else {
+                    return Err(format_err(format!("merge #{rank} ({l}, {r}) produces bytes that are not a token")));
+                };
+                // With duplicate merges the first (lowest rank) one wins, as in Hugging Face.
+                merge_map.entry((l, r)).or_insert((rank as u32, new_id));
+            }
+            Ok(merge_map)
+        })
+    }
+
+    /// Builds a model from tiktoken-style ranks: the id of a token is its rank, and two adjacent
+    /// parts merge when their concatenation is a token, lowest rank first. That is the same as
+    /// merges over every split `(left, right)` of every token whose halves are both tokens,
+    /// ranked by the token they form, which is how it is stored here.
+    pub fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: &str, specials: Vec<(String, u32)>) -> Result<Self> {
+        Self::build(tokens, pattern, specials, |_, by_bytes| {
+            let mut merge_map = FxHashMap::default();
+            for (bytes, &id) in by_bytes.iter() {
+                for k in 1..bytes.len() {
+                    if let (Some(&l), Some(&r)) = (by_bytes.get(&bytes[..k]), by_bytes.get(&bytes[k..])) {
+                        merge_map.insert((l, r), (id, id));
+                    }
+                }
+            }
+            Ok(merge_map)
+        })
+    }
+
+    fn build(
+        tokens: Vec<(u32, Vec<u8>)>,
+        pattern: &str,
+        specials: Vec<(String, u32)>,
+        make_merges: impl FnOnce(&[Option<Vec<u8>>], &FxHashMap<&[u8], u32>) -> Result<FxHashMap<(u32, u32), (u32, u32)>>,
+    ) -> Result<Self> {
         let max_id = tokens.iter().map(|t| t.0).chain(specials.iter().map(|s| s.1)).max().unwrap_or(0);
+        if max_id as usize >= (1 << 28) {
+            return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
+        }
         let mut vocab: Vec<Option<Vec<u8>>> = vec![None; max_id as usize + 1];
-        let mut by_bytes: FxHashMap<&[u8], u32> = FxHashMap::default();
         for (id, bytes) in &tokens {
             if vocab[*id as usize].is_some() {
                 return Err(format_err(format!("token id {id} appears twice in the vocabulary")));
@@ -46,6 +93,7 @@ impl BpeModel {
             }
             vocab[*id as usize] = Some(bytes.clone());
         }
+        let mut by_bytes: FxHashMap<&[u8], u32> = FxHashMap::default();
         for (id, bytes) in &tokens {
             if by_bytes.insert(bytes.as_slice(), *id).is_some() {
                 return Err(format_err(format!("token bytes {bytes:?} appear twice in the vocabulary")));
@@ -62,22 +110,52 @@ impl BpeModel {
                 format_err(format!("the vocabulary has no token for byte 0x{b:02x}; byte-level BPE needs all 256"))
             })?;
         }
-        let mut merge_map = FxHashMap::default();
-        for (rank, &(l, r)) in merges.iter().enumerate() {
-            let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
-            let (Some(lb), Some(rb)) = (get(l), get(r)) else {
-                return Err(format_err(format!("merge #{rank} ({l}, {r}) names an id that is not a token")));
-            };
-            let joined = [lb.as_slice(), rb.as_slice()].concat();
-            let Some(&new_id) = by_bytes.get(joined.as_slice()) else {
-                return Err(format_err(format!("merge #{rank} ({l}, {r}) produces bytes that are not a token")));
-            };
-            // With duplicate merges the first (lowest rank) one wins, as in Hugging Face.
-            merge_map.entry((l, r)).or_insert((rank as u32, new_id));
-        }
+        let merges = make_merges(&vocab, &by_bytes)?;
         let specials = SpecialTokens::new(specials)?;
         let pretokenizer = Pretokenizer::new(pattern)?;
-        Ok(BpeModel { vocab, byte_ids, merges: merge_map, specials, pretokenizer })
+        Ok(BpeModel { vocab, byte_ids, merges, specials, pretokenizer })
+    }
+
+    /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
+    /// rank order: running the merges ranked below the token's own on its bytes leaves two parts.
+    /// Tokens that BPE cannot produce from their own bytes are left out.
+    pub fn derive_merges(&self) -> Vec<(u32, u32)> {
+        let mut by_rank: Vec<(u32, u32, u32)> = self.merges.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
+        by_rank.sort_unstable();
+        // For ranks-based models several splits share a rank (the token's id); keep the one
+        // BPE actually uses, found by replaying the lower-ranked merges on the token's bytes.
+        let mut out = Vec::new();
+        let mut seen = rustc_hash::FxHashSet::default();
+        for &(rank, l, r) in &by_rank {
+            if !seen.insert(rank) {
+                continue;
+            }
+            let new_id = self.merges[&(l, r)].1;
+            let Some(Some(bytes)) = self.vocab.get(new_id as usize) else { continue };
+            let mut parts: Vec<u32> = bytes.iter().map(|&b| self.byte_ids[b as usize]).collect();
+            self.merge_below(&mut parts, rank);
+            if parts.len() == 2 && self.merges.get(&(parts[0], parts[1])).map(|m| m.0) == Some(rank) {
+                out.push((parts[0], parts[1]));
+            }
+        }
+        out
+    }
+
+    /// `merge_short`, using only merges ranked below `limit`.
+    fn merge_below(&self, symbols: &mut Vec<u32>, limit: u32) {
+        loop {
+            let mut best: Option<(u32, usize, u32)> = None;
+            for i in 0..symbols.len().saturating_sub(1) {
+                if let Some(&(rank, new_id)) = self.merges.get(&(symbols[i], symbols[i + 1])) {
+                    if rank < limit && best.map_or(true, |b| rank < b.0) {
+                        best = Some((rank, i, new_id));
+                    }
+                }
+            }
+            let Some((_, i, new_id)) = best else { return };
+            symbols[i] = new_id;
+            symbols.remove(i + 1);
+        }
     }
 
     pub fn vocab_len(&self) -> usize {
@@ -267,6 +345,18 @@ mod tests {
         assert_eq!(m.encode("a<|eot|>", |id| id == 300).unwrap(), vec![97, 300]);
         assert_eq!(m.encode("a<|eot|>", |_| false).unwrap().len(), 8);
         assert_eq!(m.decode_bytes(&[97, 300]).unwrap(), b"a<|eot|>");
+    }
+
+    #[test]
+    fn ranks_model_matches_merges_model() {
+        let m = model(&[("b", "c"), ("a", "b"), ("a", "bc")], vec![]);
+        // The same vocabulary as ranks: "bc"=256, "ab"=257, "abc"=258.
+        let tokens: Vec<(u32, Vec<u8>)> = (0..m.vocab_len() as u32).map(|i| (i, m.token_bytes(i).unwrap().to_vec())).collect();
+        let r = BpeModel::from_ranks(tokens, GPT2_PATTERN, vec![]).unwrap();
+        for text in ["abc", "abcabc", "aabbcc", "cab"] {
+            assert_eq!(r.encode_ordinary(text).unwrap(), m.encode_ordinary(text).unwrap(), "{text}");
+        }
+        assert_eq!(r.derive_merges(), vec![(98, 99), (97, 98), (97, 256)]);
     }
 
     #[test]

@@ -69,6 +69,17 @@ impl PyBpeModel {
         guard(|| BpeModel::new(tokens, &merges, pattern, specials)).map(|inner| PyBpeModel { inner })
     }
 
+    /// A model from tiktoken-style ranks (id = rank; merge parts whose concatenation is a token).
+    #[staticmethod]
+    fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: &str, specials: Vec<(String, u32)>) -> PyResult<Self> {
+        guard(|| BpeModel::from_ranks(tokens, pattern, specials)).map(|inner| PyBpeModel { inner })
+    }
+
+    /// The merges as (left id, right id) pairs in rank order (derived for ranks-based models).
+    fn derive_merges(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
+        py.allow_threads(|| guard(|| Ok(self.inner.derive_merges())))
+    }
+
     fn encode_ordinary(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
         py.allow_threads(|| guard(|| self.inner.encode_ordinary(text)))
     }

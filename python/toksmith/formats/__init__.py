@@ -1,0 +1,1 @@
+"""Readers (and writers) of other tokenizer formats: tiktoken so far."""

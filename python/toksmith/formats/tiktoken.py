@@ -1,0 +1,113 @@
+"""tiktoken encodings: ``.tiktoken`` files (one ``base64(token) rank`` per line) and the
+named OpenAI encodings with their regex patterns and special tokens.
+
+The ``.tiktoken`` file carries neither the pattern nor the special tokens; for the public
+encodings they are public constants, listed here. Nothing is downloaded: a named encoding is
+read from the directory given by ``tiktoken_dir=`` or the ``TOKSMITH_TIKTOKEN_DIR`` variable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from pathlib import Path
+
+from ..errors import FormatError
+from ..tokenizer import Tokenizer
+
+#: tiktoken's current r50k pattern: equivalent to GPT-2's, but uses possessive quantifiers.
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+_ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
+_FIM = {"<|fim_prefix|>": 0, "<|fim_middle|>": 1, "<|fim_suffix|>": 2}
+
+
+def _harmony_specials() -> dict[str, int]:
+    named = {
+        "<|startoftext|>": 199998, _ENDOFTEXT: 199999, "<|return|>": 200002, "<|constrain|>": 200003,
+        "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008,
+        "<|call|>": 200012, _ENDOFPROMPT: 200018,
+    }
+    # As in tiktoken, the reserved range overlaps <|endofprompt|>: both strings map to 200018.
+    reserved = {f"<|reserved_{i}|>": i for i in [200000, 200001, 200004, 200009, 200010, 200011, *range(200013, 201088)]}
+    return {**named, **reserved}
+
+
+#: name -> (ranks file stem, pattern name or regex, special tokens)
+ENCODINGS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "gpt2": ("r50k_base", R50K_PATTERN, {_ENDOFTEXT: 50256}),
+    "r50k_base": ("r50k_base", R50K_PATTERN, {_ENDOFTEXT: 50256}),
+    "p50k_base": ("p50k_base", R50K_PATTERN, {_ENDOFTEXT: 50256}),
+    "p50k_edit": ("p50k_base", R50K_PATTERN, {_ENDOFTEXT: 50256, **{k: 50281 + v for k, v in _FIM.items()}}),
+    "cl100k_base": ("cl100k_base", "cl100k", {_ENDOFTEXT: 100257, **{k: 100258 + v for k, v in _FIM.items()}, _ENDOFPROMPT: 100276}),
+    "o200k_base": ("o200k_base", "o200k", {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018}),
+    "o200k_harmony": ("o200k_base", "o200k", _harmony_specials()),
+}
+
+
+def read_ranks(path: str | os.PathLike) -> dict[int, bytes]:
+    """Reads a ``.tiktoken`` file into ``{rank: token bytes}``, checking every line."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as e:
+        raise FormatError(f"cannot read {path}: {e}") from None
+    tokens: dict[int, bytes] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            if len(parts) != 2:
+                raise ValueError("expected two fields")
+            token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
+        except (ValueError, binascii.Error) as e:
+            raise FormatError(f"{path}:{lineno}: not a tiktoken line 'base64 rank' ({e}): {line[:60]!r}") from None
+        if rank in tokens:
+            raise FormatError(f"{path}:{lineno}: rank {rank} appears twice")
+        tokens[rank] = token
+    if not tokens:
+        raise FormatError(f"{path} holds no tokens; is it a .tiktoken file?")
+    return tokens
+
+
+def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.PathLike | None = None,
+                  pattern: str | None = None, special_tokens: dict[str, int] | None = None) -> Tokenizer:
+    """Loads a tiktoken encoding by name (``"cl100k_base"``) or from a ``.tiktoken`` file.
+
+    A file whose stem is a known encoding gets that encoding's pattern and special tokens;
+    for another file pass ``pattern`` (a name or regex) and ``special_tokens``.
+    """
+    from ..patterns import resolve
+
+    text = os.fspath(path_or_name)
+    name = text if text in ENCODINGS else Path(text).stem if Path(text).suffix == ".tiktoken" else None
+    if text in ENCODINGS:
+        directory = tiktoken_dir or os.environ.get("TOKSMITH_TIKTOKEN_DIR")
+        if not directory:
+            raise FormatError(
+                f"to load {text!r} by name, set TOKSMITH_TIKTOKEN_DIR (or pass tiktoken_dir=) to a directory "
+                f"holding {ENCODINGS[text][0]}.tiktoken; toksmith does not download it"
+            )
+        path = Path(directory) / f"{ENCODINGS[text][0]}.tiktoken"
+        if not path.exists():
+            raise FormatError(f"{path} does not exist; put {ENCODINGS[text][0]}.tiktoken in {directory}")
+    else:
+        path = Path(text)
+    known = ENCODINGS.get(name) if name else None
+    if pattern is None:
+        if known is None:
+            raise FormatError(f"{path}: a .tiktoken file does not carry its regex; pass pattern= (e.g. 'cl100k')")
+        pattern = known[1]
+    if special_tokens is None:
+        special_tokens = dict(known[2]) if known else {}
+    pattern_name, regex = resolve(pattern)
+    return Tokenizer(
+        tokens=read_ranks(path),
+        merges=None,
+        pattern=regex,
+        pattern_name=pattern_name or name,
+        special_tokens=special_tokens,
+        metadata={"source": "tiktoken", "encoding": name},
+    )

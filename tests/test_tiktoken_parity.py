@@ -1,0 +1,138 @@
+"""tiktoken encodings loaded by toksmith give exactly tiktoken's ids, on real text."""
+
+import lzma
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toksmith
+from toksmith.formats.tiktoken import ENCODINGS
+
+from conftest import DATA_DIR, data_path
+
+tiktoken = pytest.importorskip("tiktoken")
+from tiktoken.load import load_tiktoken_bpe  # noqa: E402
+
+NAMES = ["r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony"]
+
+
+def peer(name):
+    """tiktoken's own Encoding for `name`, from the shared file (its public constants, no download)."""
+    import tiktoken_ext.openai_public as public
+
+    path = data_path("tokenizers", "tiktoken", f"{ENCODINGS[name][0]}.tiktoken")
+    ranks = load_tiktoken_bpe(str(path))
+    # Patterns and specials: tiktoken's constructors, with the ranks file swapped for the local one.
+    original = public.load_tiktoken_bpe
+    public.load_tiktoken_bpe = lambda *a, **k: ranks
+    try:
+        params = getattr(public, name)()
+    finally:
+        public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(params["name"], pat_str=params["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=params["special_tokens"])
+
+
+_cache = {}
+
+
+def pair(name):
+    if name not in _cache:
+        ours = toksmith.load(name, tiktoken_dir=data_path("tokenizers", "tiktoken"))
+        _cache[name] = (ours, peer(name))
+    return _cache[name]
+
+
+def corpus_samples(n_chars=200_000):
+    """Slices of real text: English corpora and the Debian Handbook in many scripts."""
+    files = sorted((DATA_DIR / "corpora" / "en").glob("*.xz")) + sorted((DATA_DIR / "corpora" / "debian-handbook").glob("*.xz"))
+    if not files:
+        pytest.skip(f"real data not available under {DATA_DIR}/corpora")
+    rng = random.Random(0)
+    for f in files:
+        with lzma.open(f, "rt", encoding="utf-8") as fh:
+            text = fh.read(2_000_000)
+        start = rng.randrange(max(1, len(text) - n_chars))
+        yield f.name, text[start:start + n_chars]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_specials_and_size_match(name):
+    ours, theirs = pair(name)
+    assert ours.special_tokens == theirs._special_tokens
+    assert ours.vocab_size == theirs.n_vocab
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_real_text_identical(name):
+    ours, theirs = pair(name)
+    for fname, text in corpus_samples():
+        lines = text.splitlines(keepends=True)
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), fname
+        assert ours.encode_batch(lines, disallowed_special=()) == theirs.encode_ordinary_batch(lines), fname
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony", "p50k_edit"])
+def test_special_tokens_identical(name):
+    ours, theirs = pair(name)
+    text = "start " + " mid ".join(list(ours.special_tokens)[:6]) + " end"
+    assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+    with pytest.raises(ValueError):
+        theirs.encode(text)
+    with pytest.raises(toksmith.SpecialTokenError):
+        ours.encode(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
+def test_random_unicode_identical(text):
+    for name in ["cl100k_base", "o200k_base", "r50k_base"]:
+        ours, theirs = pair(name)
+        ids = ours.encode_ordinary(text)
+        assert ids == theirs.encode_ordinary(text)
+        assert ours.decode_bytes(ids) == text.encode("utf-8")
+
+
+def test_edge_strings_identical():
+    edge = ["", " ", "  \n\n  ", "a" * 5000, "^" * 3000, "1" * 4000, " " * 4000 + "x", "\r\n\r\n", "don't WE'LL", "ǅungla", "🏳️‍🌈👨‍👩‍👧", "\u0300abc", "x\u200by"]
+    for name in ["cl100k_base", "o200k_base", "r50k_base"]:
+        ours, theirs = pair(name)
+        for text in edge:
+            assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), (name, text[:20])
+
+
+def test_load_by_name_needs_a_directory(monkeypatch):
+    monkeypatch.delenv("TOKSMITH_TIKTOKEN_DIR", raising=False)
+    with pytest.raises(toksmith.FormatError, match="TOKSMITH_TIKTOKEN_DIR"):
+        toksmith.load("cl100k_base")
+
+
+def test_env_var_and_file_path(monkeypatch):
+    directory = data_path("tokenizers", "tiktoken")
+    monkeypatch.setenv("TOKSMITH_TIKTOKEN_DIR", str(directory))
+    by_name = toksmith.load("cl100k_base")
+    by_file = toksmith.load(str(directory / "cl100k_base.tiktoken"))
+    assert by_name.special_tokens == by_file.special_tokens
+    assert by_name.encode("hello world") == by_file.encode("hello world")
+
+
+def test_bad_tiktoken_file(tmp_path):
+    bad = tmp_path / "x.tiktoken"
+    bad.write_text("this is not base64 !!! 1\n", encoding="utf-8")
+    with pytest.raises(toksmith.FormatError, match="x.tiktoken:1"):
+        toksmith.load(str(bad), pattern="cl100k")
+    with pytest.raises(toksmith.FormatError, match="pattern"):
+        toksmith.load(str(bad))
+
+
+def test_save_load_keeps_ranks(tmp_path):
+    ours, _ = pair("cl100k_base")
+    path = tmp_path / "cl100k.json"
+    ours.save(path)
+    again = toksmith.load(path)
+    text = "Round trip of a ranks-based tokenizer: 12345, émigré."
+    assert again.encode(text) == ours.encode(text)
+    assert again.special_tokens == ours.special_tokens
