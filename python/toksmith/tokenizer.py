@@ -63,17 +63,40 @@ class Tokenizer:
             )
         self._id_of_bytes = {b: i for i, b in self._tokens.items()}
         self._special_regex_cache: dict[frozenset[str], re.Pattern[str]] = {}
+        self._pipeline = None
+
+    @classmethod
+    def from_pipeline(cls, pipeline, *, metadata: dict | None = None) -> "Tokenizer":
+        """A tokenizer that runs a general :class:`toksmith.pipeline.Pipeline` (loaded formats)."""
+        self = cls.__new__(cls)
+        self._pipeline = pipeline
+        self._tokens, self._merges, self._model, self._id_of_bytes = {}, None, None, {}
+        self.pattern, self.pattern_name, self.uses_ranks = None, None, False
+        self.special_tokens = pipeline.special_tokens
+        self.metadata = dict(metadata or {})
+        self._special_regex_cache = {}
+        return self
+
+    @property
+    def pipeline(self):
+        """The general pipeline, or None for byte-level BPE run entirely in Rust."""
+        return self._pipeline
 
     # ------------------------------------------------------------------ properties
 
     @property
     def vocab_size(self) -> int:
         """Number of ids: ordinary tokens plus special tokens (ids run from 0 to vocab_size - 1)."""
+        if self._pipeline is not None:
+            return self._pipeline.vocab_size
         return max([*self._tokens, *self.special_tokens.values()]) + 1
 
     @property
     def merges(self) -> list[tuple[bytes, bytes]]:
         """The merges in rank order, as pairs of token bytes."""
+        if self._pipeline is not None:
+            model = self._pipeline.model
+            return [(a.encode(), b.encode()) for a, b in getattr(model, "merges", [])]
         return [(self._tokens[a], self._tokens[b]) for a, b in self._merge_ids()]
 
     def _merge_ids(self) -> list[tuple[int, int]]:
@@ -82,6 +105,9 @@ class Tokenizer:
         return self._merges
 
     def __repr__(self) -> str:
+        if self._pipeline is not None:
+            kind = type(self._pipeline.model).__name__
+            return f"<toksmith.Tokenizer {kind} vocab_size={self.vocab_size} specials={len(self.special_tokens)}>"
         name = self.pattern_name or "custom"
         return f"<toksmith.Tokenizer bpe vocab_size={self.vocab_size} pattern={name} specials={len(self.special_tokens)}>"
 
@@ -93,19 +119,28 @@ class Tokenizer:
         *,
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: AllowedSpecial = "all",
+        add_special_tokens: bool = True,
     ) -> list[int]:
         """Encodes ``text`` into ids.
 
         Special tokens are safe by default, as in tiktoken: a special-token string in ``text``
         raises :class:`SpecialTokenError` unless it is in ``allowed_special`` (then it becomes its
         id) or left out of ``disallowed_special`` (then it is encoded as plain text).
+        ``add_special_tokens``: for loaded tokenizers with a post-processor (BERT's ``[CLS]``,
+        Llama's ``<s>``), whether to add its template tokens.
         """
         allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if self._pipeline is not None:
+            return self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=add_special_tokens)
         with _text_errors():
             return self._model.encode(text, [self.special_tokens[s] for s in allowed])
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encodes ``text`` treating special-token strings as plain text."""
+        """Encodes ``text`` treating special-token strings as plain text (no template tokens)."""
+        if self._pipeline is not None:
+            if not isinstance(text, str):
+                raise EncodeError(f"encode takes a str, not {type(text).__name__}")
+            return self._pipeline.encode(text, add_special_tokens=False)
         with _text_errors():
             return self._model.encode_ordinary(text)
 
@@ -124,6 +159,8 @@ class Tokenizer:
             allowed = self._check_specials(text, allowed_special, disallowed_special)
         if not texts:
             return []
+        if self._pipeline is not None:
+            return [self._pipeline.encode(t, allowed_special=allowed) for t in texts]
         with _text_errors():
             return self._model.encode_batch(texts, [self.special_tokens[s] for s in allowed], num_threads)
 
@@ -159,15 +196,22 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Joins the bytes of ``ids``. Raises :class:`DecodeError` for an id not in the vocabulary."""
         ids = list(ids)
+        if self._pipeline is not None:
+            return self._pipeline.decode(ids).encode("utf-8")
         try:
             return self._model.decode_bytes(ids)
         except (TypeError, OverflowError):
             bad = next((i for i in ids if not isinstance(i, int) or not 0 <= i < 2**32), None)
             raise DecodeError(f"ids must be non-negative ints; got {bad!r}") from None
 
-    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+    def decode(self, ids: Iterable[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
         ``errors="replace"`` (the default) and raise :class:`DecodeError` with ``errors="strict"``."""
+        if self._pipeline is not None:
+            return self._pipeline.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        if skip_special_tokens:
+            specials = set(self.special_tokens.values())
+            ids = [i for i in ids if i not in specials]
         data = self.decode_bytes(ids)
         try:
             return data.decode("utf-8", errors=errors)
@@ -188,6 +232,11 @@ class Tokenizer:
     def id_to_token(self, id: int) -> str:
         """The printable name of a token: special tokens as themselves, others in the byte-level
         alphabet (``b" low"`` -> ``"Ġlow"``)."""
+        if self._pipeline is not None:
+            token = self._pipeline.id_to_token(id)
+            if token is None:
+                raise DecodeError(f"id {id!r} is not in the vocabulary (0 to {self.vocab_size - 1})")
+            return token
         for s, i in self.special_tokens.items():
             if i == id:
                 return s
@@ -197,6 +246,8 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a token name as :meth:`id_to_token` writes it; None when there is none."""
+        if self._pipeline is not None:
+            return self._pipeline.token_to_id(token)
         if token in self.special_tokens:
             return self.special_tokens[token]
         try:
@@ -208,6 +259,9 @@ class Tokenizer:
 
     def to_dict(self) -> dict:
         """The self-describing JSON form that :meth:`save` writes."""
+        if self._pipeline is not None:
+            raise FormatError("this tokenizer was loaded from another format and has no toksmith JSON form yet; "
+                              "keep using its original file")
         names = {i: bytes_to_token(b) for i, b in self._tokens.items()}
         return {
             "format": FORMAT_NAME,

@@ -16,15 +16,43 @@ fn format_err(m: String) -> Error {
     Error::new(ErrorKind::Format, m)
 }
 
+/// What the merges start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Level {
+    /// Every byte is a symbol (GPT-2, tiktoken): any text can be encoded.
+    #[default]
+    Byte,
+    /// Every character is a symbol (SentencePiece-style BPE, classic BPE); characters not in the
+    /// vocabulary become byte-fallback tokens `<0xAB>` or the unknown token.
+    Char,
+}
+
+/// Options of the Hugging Face BPE model (all off by default).
+#[derive(Debug, Clone, Default)]
+pub struct BpeOptions {
+    pub level: Level,
+    pub unk: Option<u32>,
+    pub byte_fallback: bool,
+    pub fuse_unk: bool,
+    pub continuing_subword_prefix: Option<String>,
+    pub end_of_word_suffix: Option<String>,
+    /// Emit a whole chunk as one token when it is in the vocabulary, before any merge.
+    pub ignore_merges: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are special tokens (or unused).
     vocab: Vec<Option<Vec<u8>>>,
-    byte_ids: [u32; 256],
+    by_bytes: FxHashMap<Vec<u8>, u32>,
+    /// Byte level: the id of each byte. Char level: the byte-fallback tokens `<0xAB>`, if any.
+    byte_ids: Option<[u32; 256]>,
     /// (left id, right id) -> (rank, merged id). Lower rank merges first.
     merges: FxHashMap<(u32, u32), (u32, u32)>,
     specials: SpecialTokens,
-    pretokenizer: Pretokenizer,
+    /// None: the caller pre-tokenizes, each piece given is one chunk.
+    pretokenizer: Option<Pretokenizer>,
+    options: BpeOptions,
 }
 
 impl BpeModel {
@@ -34,19 +62,27 @@ impl BpeModel {
     pub fn new(
         tokens: Vec<(u32, Vec<u8>)>,
         merges: &[(u32, u32)],
-        pattern: &str,
+        pattern: Option<&str>,
         specials: Vec<(String, u32)>,
+        options: BpeOptions,
     ) -> Result<Self> {
-        Self::build(tokens, pattern, specials, |vocab, by_bytes| {
+        // With a continuing-subword prefix, merging (a, ##b) gives a + b: the prefix of the
+        // right part is dropped (as in Hugging Face).
+        let prefix = options.continuing_subword_prefix.clone().unwrap_or_default().into_bytes();
+        Self::build(tokens, pattern, specials, options, |vocab, by_bytes| {
             let mut merge_map = FxHashMap::default();
             for (rank, &(l, r)) in merges.iter().enumerate() {
                 let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
                 let (Some(lb), Some(rb)) = (get(l), get(r)) else {
                     return Err(format_err(format!("merge #{rank} ({l}, {r}) names an id that is not a token")));
                 };
-                let joined = [lb.as_slice(), rb.as_slice()].concat();
-                let Some(&new_id) = by_bytes.get(joined.as_slice()) else {
-                    return Err(format_err(format!("merge #{rank} ({l}, {r}) produces bytes that are not a token")));
+                let rb = rb.strip_prefix(prefix.as_slice()).unwrap_or(rb);
+                let joined = [lb.as_slice(), rb].concat();
+                let Some(&new_id) = by_bytes.get(&joined) else {
+                    return Err(format_err(format!(
+                        "merge #{rank} ({:?} + {:?}) produces {:?}, which is not in the vocabulary",
+                        String::from_utf8_lossy(lb), String::from_utf8_lossy(rb), String::from_utf8_lossy(&joined)
+                    )));
                 };
                 // With duplicate merges the first (lowest rank) one wins, as in Hugging Face.
                 merge_map.entry((l, r)).or_insert((rank as u32, new_id));
@@ -55,12 +91,12 @@ impl BpeModel {
         })
     }
 
-    /// Builds a model from tiktoken-style ranks: the id of a token is its rank, and two adjacent
-    /// parts merge when their concatenation is a token, lowest rank first. That is the same as
-    /// merges over every split `(left, right)` of every token whose halves are both tokens,
-    /// ranked by the token they form, which is how it is stored here.
-    pub fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: &str, specials: Vec<(String, u32)>) -> Result<Self> {
-        Self::build(tokens, pattern, specials, |_, by_bytes| {
+    /// Builds a byte-level model from tiktoken-style ranks: the id of a token is its rank, and two
+    /// adjacent parts merge when their concatenation is a token, lowest rank first. That is the
+    /// same as merges over every split `(left, right)` of every token whose halves are both
+    /// tokens, ranked by the token they form, which is how it is stored here.
+    pub fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: Option<&str>, specials: Vec<(String, u32)>) -> Result<Self> {
+        Self::build(tokens, pattern, specials, BpeOptions::default(), |_, by_bytes| {
             let mut merge_map = FxHashMap::default();
             for (bytes, &id) in by_bytes.iter() {
                 for k in 1..bytes.len() {
@@ -73,47 +109,68 @@ impl BpeModel {
         })
     }
 
+    #[allow(clippy::type_complexity)]
     fn build(
         tokens: Vec<(u32, Vec<u8>)>,
-        pattern: &str,
+        pattern: Option<&str>,
         specials: Vec<(String, u32)>,
-        make_merges: impl FnOnce(&[Option<Vec<u8>>], &FxHashMap<&[u8], u32>) -> Result<FxHashMap<(u32, u32), (u32, u32)>>,
+        options: BpeOptions,
+        make_merges: impl FnOnce(&[Option<Vec<u8>>], &FxHashMap<Vec<u8>, u32>) -> Result<FxHashMap<(u32, u32), (u32, u32)>>,
     ) -> Result<Self> {
         let max_id = tokens.iter().map(|t| t.0).chain(specials.iter().map(|s| s.1)).max().unwrap_or(0);
         if max_id as usize >= (1 << 28) {
             return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
         }
         let mut vocab: Vec<Option<Vec<u8>>> = vec![None; max_id as usize + 1];
-        for (id, bytes) in &tokens {
-            if vocab[*id as usize].is_some() {
+        let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
+        for (id, bytes) in tokens {
+            if vocab[id as usize].is_some() {
                 return Err(format_err(format!("token id {id} appears twice in the vocabulary")));
             }
             if bytes.is_empty() {
                 return Err(format_err(format!("token id {id} has no bytes")));
             }
-            vocab[*id as usize] = Some(bytes.clone());
-        }
-        let mut by_bytes: FxHashMap<&[u8], u32> = FxHashMap::default();
-        for (id, bytes) in &tokens {
-            if by_bytes.insert(bytes.as_slice(), *id).is_some() {
-                return Err(format_err(format!("token bytes {bytes:?} appear twice in the vocabulary")));
+            if let Some(other) = by_bytes.insert(bytes.clone(), id) {
+                return Err(format_err(format!(
+                    "token {:?} appears twice in the vocabulary (ids {other} and {id})",
+                    String::from_utf8_lossy(&bytes)
+                )));
             }
+            vocab[id as usize] = Some(bytes);
         }
         for (s, id) in &specials {
             if vocab[*id as usize].is_some() {
                 return Err(format_err(format!("special token {s:?} has id {id}, which is also an ordinary token")));
             }
         }
-        let mut byte_ids = [0u32; 256];
-        for b in 0..=255u8 {
-            byte_ids[b as usize] = *by_bytes.get([b].as_slice()).ok_or_else(|| {
-                format_err(format!("the vocabulary has no token for byte 0x{b:02x}; byte-level BPE needs all 256"))
-            })?;
-        }
+        let byte_ids = match options.level {
+            Level::Byte => {
+                let mut ids = [0u32; 256];
+                for b in 0..=255u8 {
+                    ids[b as usize] = *by_bytes.get([b].as_slice()).ok_or_else(|| {
+                        format_err(format!("the vocabulary has no token for byte 0x{b:02x}; byte-level BPE needs all 256"))
+                    })?;
+                }
+                Some(ids)
+            }
+            Level::Char if options.byte_fallback => {
+                // Byte fallback needs all 256 `<0xAB>` tokens; without them it cannot apply.
+                let mut ids = [0u32; 256];
+                let mut all = true;
+                for b in 0..=255usize {
+                    match by_bytes.get(format!("<0x{b:02X}>").as_bytes()) {
+                        Some(&id) => ids[b] = id,
+                        None => all = false,
+                    }
+                }
+                all.then_some(ids)
+            }
+            Level::Char => None,
+        };
         let merges = make_merges(&vocab, &by_bytes)?;
         let specials = SpecialTokens::new(specials)?;
-        let pretokenizer = Pretokenizer::new(pattern)?;
-        Ok(BpeModel { vocab, byte_ids, merges, specials, pretokenizer })
+        let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
+        Ok(BpeModel { vocab, by_bytes, byte_ids, merges, specials, pretokenizer, options })
     }
 
     /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
@@ -132,7 +189,10 @@ impl BpeModel {
             }
             let new_id = self.merges[&(l, r)].1;
             let Some(Some(bytes)) = self.vocab.get(new_id as usize) else { continue };
-            let mut parts: Vec<u32> = bytes.iter().map(|&b| self.byte_ids[b as usize]).collect();
+            let mut parts = Vec::new();
+            if self.initial_symbols(bytes, &mut parts).is_err() {
+                continue;
+            }
             self.merge_below(&mut parts, rank);
             if parts.len() == 2 && self.merges.get(&(parts[0], parts[1])).map(|m| m.0) == Some(rank) {
                 out.push((parts[0], parts[1]));
@@ -162,8 +222,13 @@ impl BpeModel {
         self.vocab.len()
     }
 
-    pub fn pretokenizer(&self) -> &Pretokenizer {
-        &self.pretokenizer
+    pub fn pretokenizer(&self) -> Option<&Pretokenizer> {
+        self.pretokenizer.as_ref()
+    }
+
+    /// The id of a token given by its bytes (UTF-8 of its string at char level).
+    pub fn token_id(&self, bytes: &[u8]) -> Option<u32> {
+        self.by_bytes.get(bytes).copied()
     }
 
     /// Encodes `text` with every special-token string treated as plain text.
@@ -189,21 +254,101 @@ impl BpeModel {
         result.map(|_| out)
     }
 
-    fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// Encodes pieces that the caller already pre-tokenized: each one is one chunk.
+    pub fn encode_words<'a>(&self, words: impl IntoIterator<Item = &'a str>) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
         let mut scratch = Vec::new();
-        self.pretokenizer.for_each_chunk(text, |chunk| self.encode_chunk(chunk.as_bytes(), out, &mut scratch))
+        for w in words {
+            self.encode_chunk(w.as_bytes(), &mut out, &mut scratch)?;
+        }
+        Ok(out)
     }
 
-    /// Applies the merges to one chunk and appends its ids to `out`.
-    pub fn encode_chunk(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>) {
+    fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let mut scratch = Vec::new();
+        match &self.pretokenizer {
+            None => self.encode_chunk(text.as_bytes(), out, &mut scratch),
+            Some(p) => {
+                let mut result = Ok(());
+                p.for_each_chunk(text, |chunk| {
+                    if result.is_ok() {
+                        result = self.encode_chunk(chunk.as_bytes(), out, &mut scratch);
+                    }
+                })?;
+                result
+            }
+        }
+    }
+
+    /// Applies the merges to one chunk (UTF-8 bytes of a str) and appends its ids to `out`.
+    pub fn encode_chunk(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if self.options.ignore_merges {
+            if let Some(&id) = self.by_bytes.get(bytes) {
+                out.push(id);
+                return Ok(());
+            }
+        }
         scratch.clear();
-        scratch.extend(bytes.iter().map(|&b| self.byte_ids[b as usize]));
+        self.initial_symbols(bytes, scratch)?;
         if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch);
             out.extend_from_slice(scratch);
         } else {
             self.merge_long(scratch, out);
         }
+        Ok(())
+    }
+
+    /// The symbols merging starts from: one per byte, or one per character (with the
+    /// continuing-subword prefix and end-of-word suffix, byte fallback, unknown token).
+    fn initial_symbols(&self, bytes: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        if self.options.level == Level::Byte {
+            let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
+            out.extend(bytes.iter().map(|&b| ids[b as usize]));
+            return Ok(());
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::Encode, "a character-level chunk is not valid UTF-8"))?;
+        let o = &self.options;
+        let n_chars = text.chars().count();
+        let mut buf = Vec::with_capacity(16);
+        let mut prev_unk = false;
+        for (i, c) in text.chars().enumerate() {
+            buf.clear();
+            if i > 0 {
+                if let Some(p) = &o.continuing_subword_prefix {
+                    buf.extend_from_slice(p.as_bytes());
+                }
+            }
+            let mut utf8 = [0u8; 4];
+            let c_bytes = c.encode_utf8(&mut utf8).as_bytes();
+            buf.extend_from_slice(c_bytes);
+            if i + 1 == n_chars {
+                if let Some(s) = &o.end_of_word_suffix {
+                    buf.extend_from_slice(s.as_bytes());
+                }
+            }
+            if let Some(&id) = self.by_bytes.get(buf.as_slice()) {
+                out.push(id);
+                prev_unk = false;
+            } else if let (true, Some(fallback)) = (o.byte_fallback, &self.byte_ids) {
+                out.extend(c_bytes.iter().map(|&b| fallback[b as usize]));
+                prev_unk = false;
+            } else if let Some(unk) = o.unk {
+                if !(o.fuse_unk && prev_unk) {
+                    out.push(unk);
+                }
+                prev_unk = true;
+            } else {
+                return Err(Error::new(
+                    ErrorKind::Encode,
+                    format!("the character {c:?} is not in the vocabulary and the model has no unknown token or byte fallback"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Repeatedly finds the adjacent pair with the lowest merge rank and merges it
@@ -307,7 +452,7 @@ mod tests {
             ids.insert(joined.clone(), id);
             tokens.push((id, joined));
         }
-        BpeModel::new(tokens, &pairs, GPT2_PATTERN, specials).unwrap()
+        BpeModel::new(tokens, &pairs, Some(GPT2_PATTERN), specials, BpeOptions::default()).unwrap()
     }
 
     #[test]
@@ -352,11 +497,46 @@ mod tests {
         let m = model(&[("b", "c"), ("a", "b"), ("a", "bc")], vec![]);
         // The same vocabulary as ranks: "bc"=256, "ab"=257, "abc"=258.
         let tokens: Vec<(u32, Vec<u8>)> = (0..m.vocab_len() as u32).map(|i| (i, m.token_bytes(i).unwrap().to_vec())).collect();
-        let r = BpeModel::from_ranks(tokens, GPT2_PATTERN, vec![]).unwrap();
+        let r = BpeModel::from_ranks(tokens, Some(GPT2_PATTERN), vec![]).unwrap();
         for text in ["abc", "abcabc", "aabbcc", "cab"] {
             assert_eq!(r.encode_ordinary(text).unwrap(), m.encode_ordinary(text).unwrap(), "{text}");
         }
         assert_eq!(r.derive_merges(), vec![(98, 99), (97, 98), (97, 256)]);
+    }
+
+    /// A character-level model over string tokens, ids in list order.
+    fn char_model(tokens: &[&str], merges: &[(&str, &str)], options: BpeOptions) -> BpeModel {
+        let toks: Vec<(u32, Vec<u8>)> = tokens.iter().enumerate().map(|(i, t)| (i as u32, t.as_bytes().to_vec())).collect();
+        let id = |t: &str| tokens.iter().position(|x| *x == t).unwrap() as u32;
+        let pairs: Vec<(u32, u32)> = merges.iter().map(|(l, r)| (id(l), id(r))).collect();
+        BpeModel::new(toks, &pairs, None, vec![], BpeOptions { level: Level::Char, ..options }).unwrap()
+    }
+
+    #[test]
+    fn char_level_with_prefix_suffix_unk_and_fallback() {
+        let m = char_model(&["<unk>", "a", "##b", "ab", "c</w>", "##c</w>"], &[("a", "##b")],
+            BpeOptions { unk: Some(0), fuse_unk: true, continuing_subword_prefix: Some("##".into()), end_of_word_suffix: Some("</w>".into()), ..Default::default() });
+        assert_eq!(m.encode_words(["abc"]).unwrap(), vec![3, 5]);
+        // x, y unknown and fused into one <unk>
+        assert_eq!(m.encode_words(["xyc"]).unwrap(), vec![0, 5]);
+        let mut toks: Vec<String> = (0..256).map(|b| format!("<0x{b:02X}>")).collect();
+        toks.push("a".into());
+        let refs: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+        let f = char_model(&refs, &[], BpeOptions { byte_fallback: true, ..Default::default() });
+        assert_eq!(f.encode_words(["aé"]).unwrap(), vec![256, 0xC3, 0xA9]);
+        let strict = char_model(&["a"], &[], BpeOptions::default());
+        assert_eq!(strict.encode_words(["b"]).unwrap_err().kind, ErrorKind::Encode);
+    }
+
+    #[test]
+    fn ignore_merges_emits_whole_words() {
+        // "abc" is a token, but merges alone would give a + bc.
+        let tokens = ["a", "b", "c", "bc", "abc", "ab"];
+        let opts = BpeOptions { ignore_merges: true, ..Default::default() };
+        let m = char_model(&tokens, &[("b", "c"), ("a", "b")], opts);
+        assert_eq!(m.encode_words(["abc"]).unwrap(), vec![4]);
+        let plain = char_model(&tokens, &[("b", "c"), ("a", "b")], BpeOptions::default());
+        assert_eq!(plain.encode_words(["abc"]).unwrap(), vec![0, 3]);
     }
 
     #[test]
@@ -368,7 +548,7 @@ mod tests {
     #[test]
     fn merge_producing_unknown_token_is_rejected() {
         let tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
-        let err = BpeModel::new(tokens, &[(97, 98)], GPT2_PATTERN, vec![]).unwrap_err();
+        let err = BpeModel::new(tokens, &[(97, 98)], Some(GPT2_PATTERN), vec![], BpeOptions::default()).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Format);
     }
 }

@@ -1,2 +1,4 @@
-//! Inference models: turn one pre-tokenized chunk into ids.
+//! Inference models: turn one pre-tokenized piece into ids.
 pub mod bpe;
+pub mod unigram;
+pub mod wordpiece;

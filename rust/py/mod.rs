@@ -3,7 +3,9 @@
 //! a `toksmith.errors.InternalError`, so it never reaches Python as a panic.
 
 use crate::error::{Error, ErrorKind};
-use crate::models::bpe::BpeModel;
+use crate::models::bpe::{BpeModel, BpeOptions, Level};
+use crate::models::unigram::UnigramModel;
+use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
 use crate::train::bpe::{count_chunks, learn_merges, merge_counts, ChunkCounts};
@@ -65,13 +67,47 @@ struct PyBpeModel {
 #[pymethods]
 impl PyBpeModel {
     #[new]
-    fn new(tokens: Vec<(u32, Vec<u8>)>, merges: Vec<(u32, u32)>, pattern: &str, specials: Vec<(String, u32)>) -> PyResult<Self> {
-        guard(|| BpeModel::new(tokens, &merges, pattern, specials)).map(|inner| PyBpeModel { inner })
+    #[pyo3(signature = (tokens, merges, pattern, specials, *, level="byte", unk=None, byte_fallback=false, fuse_unk=false,
+                        continuing_subword_prefix=None, end_of_word_suffix=None, ignore_merges=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        tokens: Vec<(u32, Vec<u8>)>,
+        merges: Vec<(u32, u32)>,
+        pattern: Option<&str>,
+        specials: Vec<(String, u32)>,
+        level: &str,
+        unk: Option<u32>,
+        byte_fallback: bool,
+        fuse_unk: bool,
+        continuing_subword_prefix: Option<String>,
+        end_of_word_suffix: Option<String>,
+        ignore_merges: bool,
+    ) -> PyResult<Self> {
+        guard(|| {
+            let level = match level {
+                "byte" => Level::Byte,
+                "char" => Level::Char,
+                other => return Err(Error::new(ErrorKind::Format, format!("BPE level must be 'byte' or 'char', not {other:?}"))),
+            };
+            let options = BpeOptions { level, unk, byte_fallback, fuse_unk, continuing_subword_prefix, end_of_word_suffix, ignore_merges };
+            BpeModel::new(tokens, &merges, pattern, specials, options)
+        })
+        .map(|inner| PyBpeModel { inner })
+    }
+
+    /// Encodes pieces the caller already pre-tokenized; each is one chunk (no regex, no specials).
+    fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
+        py.allow_threads(|| guard(|| self.inner.encode_words(words.iter().map(|w| w.as_str()))))
+    }
+
+    /// The id of a token given by its bytes, or None.
+    fn token_id(&self, token: &[u8]) -> Option<u32> {
+        self.inner.token_id(token)
     }
 
     /// A model from tiktoken-style ranks (id = rank; merge parts whose concatenation is a token).
     #[staticmethod]
-    fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: &str, specials: Vec<(String, u32)>) -> PyResult<Self> {
+    fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: Option<&str>, specials: Vec<(String, u32)>) -> PyResult<Self> {
         guard(|| BpeModel::from_ranks(tokens, pattern, specials)).map(|inner| PyBpeModel { inner })
     }
 
@@ -109,6 +145,43 @@ impl PyBpeModel {
     fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyBytes>> {
         let bytes = guard(|| self.inner.token_bytes(id).map(|b| b.to_vec()))?;
         Ok(PyBytes::new(py, &bytes))
+    }
+}
+
+#[pyclass(name = "WordPieceModel", module = "toksmith._core", frozen)]
+struct PyWordPieceModel {
+    inner: WordPieceModel,
+}
+
+#[pymethods]
+impl PyWordPieceModel {
+    #[new]
+    #[pyo3(signature = (vocab, unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=100))]
+    fn new(vocab: Vec<(String, u32)>, unk_token: &str, continuing_subword_prefix: &str, max_input_chars_per_word: usize) -> PyResult<Self> {
+        guard(|| WordPieceModel::new(vocab, unk_token, continuing_subword_prefix, max_input_chars_per_word)).map(|inner| PyWordPieceModel { inner })
+    }
+
+    fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
+        py.allow_threads(|| guard(|| Ok(self.inner.encode_words(words.iter().map(|w| w.as_str())))))
+    }
+}
+
+#[pyclass(name = "UnigramModel", module = "toksmith._core", frozen)]
+struct PyUnigramModel {
+    inner: UnigramModel,
+}
+
+#[pymethods]
+impl PyUnigramModel {
+    /// `pieces`: (piece, id, score) for every piece the lattice may use.
+    #[new]
+    #[pyo3(signature = (pieces, unk_id=None, byte_fallback=false, fuse_unk=true))]
+    fn new(pieces: Vec<(String, u32, f64)>, unk_id: Option<u32>, byte_fallback: bool, fuse_unk: bool) -> PyResult<Self> {
+        guard(|| UnigramModel::new(pieces, unk_id, byte_fallback, fuse_unk)).map(|inner| PyUnigramModel { inner })
+    }
+
+    fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
+        py.allow_threads(|| guard(|| self.inner.encode_words(words.iter().map(|w| w.as_str()))))
     }
 }
 
@@ -182,6 +255,8 @@ fn pattern_regex(name: &str) -> String {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
     m.add_class::<PyBpeTrainer>()?;
+    m.add_class::<PyWordPieceModel>()?;
+    m.add_class::<PyUnigramModel>()?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
     Ok(())

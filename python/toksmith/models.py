@@ -1,0 +1,178 @@
+"""Inference models of the general pipeline: each turns pre-tokenized words into ids.
+
+Every model here works on strings, as Hugging Face's do: a word is encoded on its own, and
+the vocabulary maps token strings to ids. The loops run in Rust (``rust/models/``).
+
+Common interface: ``encode_words(words) -> list[int]`` (ids of all words, concatenated),
+``token_to_id(token)``, ``id_to_token(id)``, ``get_vocab()``, ``vocab_size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from . import _core
+from .errors import FormatError
+
+
+class _VocabModel:
+    """Vocabulary bookkeeping shared by the models: token string <-> id."""
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        self._vocab = dict(vocab)
+        self._tokens = {i: t for t, i in self._vocab.items()}
+        if len(self._tokens) != len(self._vocab):
+            seen: dict[int, str] = {}
+            for t, i in self._vocab.items():
+                if i in seen:
+                    raise FormatError(f"tokens {seen[i]!r} and {t!r} share the id {i}; every token needs its own id")
+                seen[i] = t
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self._tokens, default=-1) + 1
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._vocab)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._vocab.get(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self._tokens.get(id)
+
+
+class BPE(_VocabModel):
+    """BPE over characters of the word strings (Hugging Face's ``BPE`` model).
+
+    For byte-level tokenizers the pre-tokenizer maps bytes to printable characters (``Ġ``),
+    so this is byte-level BPE too.
+
+    >>> m = BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")])
+    >>> m.encode_words(["abab", "b"])
+    [2, 2, 1]
+    """
+
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        merges: Sequence[tuple[str, str]],
+        *,
+        unk_token: str | None = None,
+        byte_fallback: bool = False,
+        fuse_unk: bool = False,
+        continuing_subword_prefix: str | None = None,
+        end_of_word_suffix: str | None = None,
+        ignore_merges: bool = False,
+    ) -> None:
+        super().__init__(vocab)
+        try:
+            merge_ids = [(self._vocab[a], self._vocab[b]) for a, b in merges]
+        except KeyError as e:
+            raise FormatError(f"a merge names the token {e.args[0]!r}, which is not in the vocabulary") from None
+        unk = None
+        if unk_token is not None:
+            unk = self._vocab.get(unk_token)
+            if unk is None:
+                raise FormatError(f"the unknown token {unk_token!r} is not in the vocabulary")
+        self.merges = [tuple(m) for m in merges]
+        self.options = dict(unk_token=unk_token, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
+                            continuing_subword_prefix=continuing_subword_prefix,
+                            end_of_word_suffix=end_of_word_suffix, ignore_merges=ignore_merges)
+        self._core = _core.BpeModel(
+            [(i, t.encode("utf-8")) for t, i in self._vocab.items()], merge_ids, None, [],
+            level="char", unk=unk, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
+            continuing_subword_prefix=continuing_subword_prefix, end_of_word_suffix=end_of_word_suffix,
+            ignore_merges=ignore_merges,
+        )
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        return self._core.encode_words(list(words))
+
+
+class WordPiece(_VocabModel):
+    """Greedy longest-match-first WordPiece (BERT).
+
+    >>> m = WordPiece({"[UNK]": 0, "un": 1, "##aff": 2, "##able": 3})
+    >>> m.encode_words(["unaffable", "xyz"])
+    [1, 2, 3, 0]
+    """
+
+    def __init__(self, vocab: dict[str, int], *, unk_token: str = "[UNK]", continuing_subword_prefix: str = "##",
+                 max_input_chars_per_word: int = 100) -> None:
+        super().__init__(vocab)
+        self.unk_token = unk_token
+        self.continuing_subword_prefix = continuing_subword_prefix
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self._core = _core.WordPieceModel(list(self._vocab.items()), unk_token, continuing_subword_prefix,
+                                          max_input_chars_per_word)
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        return self._core.encode_words(list(words))
+
+
+class Unigram(_VocabModel):
+    """Unigram LM: Viterbi over piece log probabilities (SentencePiece, Hugging Face ``Unigram``).
+
+    ``pieces`` is the list of ``(piece, score)`` in id order. ``exclude`` lists ids the lattice must
+    never use (control symbols, unused pieces).
+
+    >>> m = Unigram([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5)], unk_id=0)
+    >>> m.encode_words(["abx"])
+    [3, 0]
+    """
+
+    def __init__(self, pieces: Sequence[tuple[str, float]], *, unk_id: int | None = None, byte_fallback: bool = False,
+                 fuse_unk: bool = True, exclude: Iterable[int] = ()) -> None:
+        super().__init__(_first_ids(pieces))
+        self.pieces = [(p, float(s)) for p, s in pieces]
+        self.unk_id = unk_id
+        self.byte_fallback = byte_fallback
+        skip = set(exclude) | ({unk_id} if unk_id is not None else set())
+        lattice = [(p, i, s) for i, (p, s) in enumerate(self.pieces) if i not in skip]
+        self._core = _core.UnigramModel(lattice, unk_id, byte_fallback, fuse_unk)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self.pieces[id][0] if 0 <= id < len(self.pieces) else None
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        return self._core.encode_words(list(words))
+
+
+def _first_ids(pieces: Sequence[tuple[str, float]]) -> dict[str, int]:
+    """Piece -> id for vocabularies where a piece string repeats (the first id wins)."""
+    out: dict[str, int] = {}
+    for i, (p, _) in enumerate(pieces):
+        out.setdefault(p, i)
+    return out
+
+
+class WordLevel(_VocabModel):
+    """One id per whole word; unknown words become ``unk_token``.
+
+    >>> WordLevel({"hello": 0, "[UNK]": 1}, unk_token="[UNK]").encode_words(["hello", "world"])
+    [0, 1]
+    """
+
+    def __init__(self, vocab: dict[str, int], *, unk_token: str | None = None) -> None:
+        super().__init__(vocab)
+        self.unk_token = unk_token
+        if unk_token is not None and unk_token not in self._vocab:
+            raise FormatError(f"the unknown token {unk_token!r} is not in the vocabulary")
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        out = []
+        for w in words:
+            i = self._vocab.get(w)
+            if i is None:
+                if self.unk_token is None:
+                    from .errors import EncodeError
+
+                    raise EncodeError(f"the word {w!r} is not in the vocabulary and the model has no unk_token")
+                i = self._vocab[self.unk_token]
+            out.append(i)
+        return out

@@ -1,0 +1,156 @@
+//! Unigram LM inference (SentencePiece): the segmentation with the highest total log
+//! probability, by Viterbi over the lattice of pieces. A character no piece covers becomes the
+//! unknown token (score: lowest piece score minus 10, as SentencePiece does), or its bytes
+//! `<0xAB>` with byte fallback.
+
+use crate::error::{Error, ErrorKind, Result};
+use rustc_hash::FxHashMap;
+
+/// Penalty of the unknown token relative to the lowest piece score (SentencePiece's kUnkPenalty).
+const UNK_PENALTY: f64 = 10.0;
+
+#[derive(Debug, Clone)]
+pub struct UnigramModel {
+    pieces: FxHashMap<String, (u32, f64)>,
+    unk: Option<u32>,
+    unk_score: f64,
+    byte_ids: Option<[u32; 256]>,
+    fuse_unk: bool,
+    max_piece_bytes: usize,
+}
+
+impl UnigramModel {
+    /// `pieces`: (piece, id, score); pieces that must never be produced by the lattice (control,
+    /// unused) are left out by the caller.
+    pub fn new(pieces: Vec<(String, u32, f64)>, unk: Option<u32>, byte_fallback: bool, fuse_unk: bool) -> Result<Self> {
+        let min_score = pieces.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+        let max_piece_bytes = pieces.iter().map(|p| p.0.len()).max().unwrap_or(0);
+        let map: FxHashMap<String, (u32, f64)> = pieces.into_iter().map(|(s, id, score)| (s, (id, score))).collect();
+        let byte_ids = if byte_fallback {
+            let mut ids = [0u32; 256];
+            for b in 0..256usize {
+                ids[b] = map.get(&format!("<0x{b:02X}>")).map(|p| p.0).ok_or_else(|| {
+                    Error::new(ErrorKind::Format, format!("byte_fallback is on but the piece <0x{b:02X}> is missing"))
+                })?;
+            }
+            Some(ids)
+        } else {
+            None
+        };
+        let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
+        Ok(UnigramModel { pieces: map, unk, unk_score, byte_ids, fuse_unk, max_piece_bytes })
+    }
+
+    /// Appends the best segmentation of `text`.
+    pub fn encode_word(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let n = text.len();
+        // best[i]: (score, start of the last piece, its id or None for unknown) of text[..i].
+        let mut best: Vec<(f64, usize, Option<u32>)> = vec![(f64::NEG_INFINITY, 0, None); n + 1];
+        best[0].0 = 0.0;
+        for start in text.char_indices().map(|(i, _)| i) {
+            let base = best[start].0;
+            if base == f64::NEG_INFINITY {
+                continue;
+            }
+            let mut matched_single = false;
+            let char_len = text[start..].chars().next().map_or(1, |c| c.len_utf8());
+            let limit = n.min(start + self.max_piece_bytes);
+            let mut end = start + char_len;
+            while end <= limit {
+                if text.is_char_boundary(end) {
+                    if let Some(&(id, score)) = self.pieces.get(&text[start..end]) {
+                        if end == start + char_len {
+                            matched_single = true;
+                        }
+                        let s = base + score;
+                        // Ties keep the earlier-found path, as SentencePiece's lattice does.
+                        if s > best[end].0 {
+                            best[end] = (s, start, Some(id));
+                        }
+                    }
+                }
+                end += 1;
+            }
+            if !matched_single {
+                // No piece for this character: the unknown token covers it.
+                let end = start + char_len;
+                let s = base + self.unk_score;
+                if s > best[end].0 {
+                    best[end] = (s, start, None);
+                }
+            }
+        }
+        // Walk back from the end.
+        let mut path = Vec::new();
+        let mut i = n;
+        while i > 0 {
+            let (_, start, id) = best[i];
+            path.push((start, i, id));
+            i = start;
+        }
+        let mut prev_unk = false;
+        for &(start, end, id) in path.iter().rev() {
+            match id {
+                Some(id) => {
+                    out.push(id);
+                    prev_unk = false;
+                }
+                None => {
+                    if let Some(bytes) = &self.byte_ids {
+                        out.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
+                        prev_unk = false;
+                    } else if let Some(unk) = self.unk {
+                        if !(self.fuse_unk && prev_unk) {
+                            out.push(unk);
+                        }
+                        prev_unk = true;
+                    } else {
+                        return Err(Error::new(
+                            ErrorKind::Encode,
+                            format!("{:?} is not covered by any piece and the model has no unknown token", &text[start..end]),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn encode_words<'a>(&self, words: impl IntoIterator<Item = &'a str>) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        for w in words {
+            self.encode_word(w, &mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(byte_fallback: bool) -> UnigramModel {
+        let mut pieces = vec![("<unk>".to_string(), 0, 0.0), ("a".into(), 1, -1.0), ("b".into(), 2, -1.0), ("ab".into(), 3, -1.5), ("abc".into(), 4, -5.0), ("c".into(), 5, -1.0)];
+        pieces.retain(|p| p.0 != "<unk>");
+        if byte_fallback {
+            pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 10 + b, -20.0)));
+        }
+        UnigramModel::new(pieces, Some(0), byte_fallback, true).unwrap()
+    }
+
+    #[test]
+    fn viterbi_picks_the_most_likely_segmentation() {
+        let m = model(false);
+        // ab + c = -2.5 beats abc = -5 and a + b + c = -3.
+        assert_eq!(m.encode_words(["abc"]).unwrap(), vec![3, 5]);
+    }
+
+    #[test]
+    fn unknown_characters() {
+        assert_eq!(model(false).encode_words(["xyab"]).unwrap(), vec![0, 3]);
+        assert_eq!(model(true).encode_words(["é"]).unwrap(), vec![10 + 0xC3, 10 + 0xA9]);
+    }
+}
