@@ -13,18 +13,86 @@ import toksmith
 from toksmith.errors import TokenizerError
 
 
+def _train_source(files: list[str]):
+    return [Path(f) for f in files] if len(files) > 1 else files[0]
+
+
 def _cmd_train(args: argparse.Namespace) -> None:
+    source = _train_source(args.files)
     tok = toksmith.train(
-        [Path(f) for f in args.files] if len(args.files) > 1 else args.files[0],
+        source,
         vocab_size=args.vocab_size,
         pattern=args.pattern,
         special_tokens=args.special_token or (),
         special_tokens_position=args.special_tokens_position,
         min_frequency=args.min_frequency,
+        max_token_length=args.max_token_length,
         num_threads=args.threads,
+        max_memory=args.max_memory,
+        max_chars_per_doc=args.max_chars_per_doc,
+        text_field=args.text_field,
+        from_counts=args.from_counts,
+        show_progress=not args.quiet,
     )
+    if args.trace:
+        _print_trace(tok, source, args)
     tok.save(args.output)
-    print(f"trained {tok!r}; saved to {args.output}", file=sys.stderr)
+    if not args.quiet:
+        print(f"trained {tok!r}; saved to {args.output}", file=sys.stderr)
+
+
+TRACE_LIMIT = 200_000  # characters: the trace replays training in the readable reference
+
+
+def _print_trace(tok, source, args) -> None:
+    """Prints the merge table (step, pair, count, corpus after the merge) by replaying training
+    with toksmith.reference, after checking that it learned the same merges."""
+    from toksmith.reference import train_bpe
+    from toksmith.sources import iter_texts
+
+    if args.from_counts:
+        raise toksmith.TrainingError("--trace needs the corpus itself, not counts")
+    counts: dict[str, int] = {}
+    size = 0
+    for text in iter_texts(source, text_field=args.text_field):
+        size += len(text)
+        if size > TRACE_LIMIT:
+            raise toksmith.TrainingError(f"--trace is for small corpora (up to {TRACE_LIMIT:,} characters): it replays "
+                                         f"training in the pure-Python reference")
+        for piece in _split_specials(text, tok.special_tokens):
+            for chunk in toksmith.patterns.split(piece, tok.pattern):
+                counts[chunk] = counts.get(chunk, 0) + 1
+    merges = tok.merges
+    ref = train_bpe(counts, num_merges=len(merges), level="byte", tie_break="lowest_id", min_frequency=args.min_frequency)
+    if ref.merges != merges:
+        raise toksmith.InternalError("the reference trainer learned other merges than the Rust trainer; please report this")
+    print(ref.format_trace())
+
+
+def _split_specials(text: str, specials: dict[str, int]) -> list[str]:
+    if not specials:
+        return [text]
+    import re
+
+    return re.split("|".join(map(re.escape, sorted(specials, key=len, reverse=True))), text)
+
+
+def _cmd_count(args: argparse.Namespace) -> None:
+    from toksmith.trainers import count
+
+    n = count(_train_source(args.files), args.output, pattern=args.pattern, special_tokens=args.special_token or (),
+              num_threads=args.threads, max_memory=args.max_memory, max_chars_per_doc=args.max_chars_per_doc,
+              text_field=args.text_field, show_progress=not args.quiet)
+    if not args.quiet:
+        print(f"{n:,} distinct chunks written to {args.output}", file=sys.stderr)
+
+
+def _cmd_merge_counts(args: argparse.Namespace) -> None:
+    from toksmith.trainers import merge_counts
+
+    n = merge_counts(args.inputs, args.output, max_memory=args.max_memory)
+    if not args.quiet:
+        print(f"{n:,} distinct chunks written to {args.output}", file=sys.stderr)
 
 
 def _cmd_encode(args: argparse.Namespace) -> None:
@@ -72,21 +140,45 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     run_demo(vocab_size=args.vocab_size, color=not args.no_color and sys.stdout.isatty() or args.color)
 
 
+def _add_counting_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pattern", default="o200k", help="pre-tokenization: gpt2, cl100k, o200k or a regex (default o200k)")
+    p.add_argument("--special-token", action="append", metavar="T", help="a special token, never learned from (repeatable)")
+    p.add_argument("--threads", type=int, default=None, help="threads for counting (default: all cores)")
+    p.add_argument("--max-memory", default=None, help="memory budget for the counts, e.g. 2GB; past it they are spilled to disk")
+    p.add_argument("--max-chars-per-doc", type=int, default=None, help="cut longer documents to this many characters")
+    p.add_argument("--text-field", default="text", help="the field of .jsonl records / column of .parquet files holding the text (default: text)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toksmith", description="Train, run and inspect subword tokenizers.")
     parser.add_argument("--version", action="version", version=f"toksmith {toksmith.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train a byte-level BPE tokenizer", description="Train a byte-level BPE tokenizer on files, directories or globs.")
-    p.add_argument("files", nargs="+", help="training text: files, directories or globs (.gz/.bz2/.xz read transparently)")
+    p.add_argument("files", nargs="+", help="training text: files, directories or globs (.gz/.bz2/.xz/.zst read transparently; .jsonl and .parquet use --text-field); with --from-counts, counts files")
     p.add_argument("--vocab-size", type=int, required=True, help="total ids, including the 256 bytes and the special tokens")
-    p.add_argument("--pattern", default="o200k", help="pre-tokenization: gpt2, cl100k, o200k or a regex (default o200k)")
-    p.add_argument("--special-token", action="append", metavar="T", help="reserve a special token (repeatable)")
+    _add_counting_options(p)
     p.add_argument("--special-tokens-position", choices=["first", "last"], default="first")
     p.add_argument("--min-frequency", type=int, default=2, help="stop when the best pair occurs fewer times (default 2)")
-    p.add_argument("--threads", type=int, default=None, help="threads for counting (default: all cores)")
+    p.add_argument("--max-token-length", type=int, default=None, help="no token longer than this many bytes")
+    p.add_argument("--from-counts", action="store_true", help="FILES are counts written by `toksmith count` (or merge-counts)")
+    p.add_argument("--trace", action="store_true", help="print the merge table: step, pair, count, corpus after the merge (small corpora)")
     p.add_argument("-o", "--output", required=True, help="where to save the tokenizer (.json)")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode.")
+    p.add_argument("files", nargs="+", help="text files, directories or globs")
+    _add_counting_options(p)
+    p.add_argument("-o", "--output", required=True, help="the counts file to write (TSV)")
+    p.set_defaults(func=_cmd_count)
+
+    p = sub.add_parser("merge-counts", help="add up counts files", description="Add up counts files made on many machines into one.")
+    p.add_argument("inputs", nargs="+", help="counts files (TSV)")
+    p.add_argument("--max-memory", default=None, help="memory budget, e.g. 2GB; past it counts are spilled to disk")
+    p.add_argument("-q", "--quiet", action="store_true", help="no messages")
+    p.add_argument("-o", "--output", required=True, help="the merged counts file")
+    p.set_defaults(func=_cmd_merge_counts)
 
     p = sub.add_parser("encode", help="print the ids of a text", description="Encode TEXT (or standard input) and print the ids.")
     p.add_argument("-t", "--tokenizer", required=True, help="tokenizer file")

@@ -1,8 +1,10 @@
 """Training sources: paths, directories, globs, lists of paths, or any iterable of texts.
 
-Files are streamed in blocks, never read whole. A block ends just after a newline that is
-followed by a non-space character: with every named pattern, no chunk crosses such a point,
-so the chunk counts are the same as for the whole file.
+Files are streamed, never read whole: plain text in blocks, JSON Lines line by line (the
+``text_field`` of each object), Parquet in record batches (the ``text_field`` column).
+``.gz``/``.bz2``/``.xz``/``.zst`` are decompressed on the fly. A plain-text block ends just
+after a newline that is followed by a non-space character: with every named pattern, no chunk
+crosses such a point, so the chunk counts are the same as for the whole file.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
+import json
 import lzma
 import os
 from collections.abc import Iterable, Iterator
@@ -19,14 +22,21 @@ from .errors import TrainingError
 
 BLOCK_CHARS = 1 << 22  # 4 Mi characters per block
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+def _open_zstd(path, mode, **kwargs):
+    import zstandard  # a dependency: .zst is the usual compression of large text dumps
+
+    return zstandard.open(path, mode, **kwargs)
 
 
-def iter_texts(source) -> Iterator[str]:
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
+_JSONL = {".jsonl", ".ndjson"}
+
+
+def iter_texts(source, *, text_field: str = "text") -> Iterator[str]:
     """Yields texts from ``source``: a path (file, directory or glob), a list of paths, or an
     iterable of strings (each string is one text)."""
     if isinstance(source, (str, os.PathLike)):
-        yield from _iter_files(resolve_paths(source))
+        yield from _iter_files(resolve_paths(source), text_field)
         return
     if isinstance(source, (bytes, bytearray)):
         raise TrainingError("source is bytes; pass text (str), a path, or an iterable of str")
@@ -38,7 +48,7 @@ def iter_texts(source) -> Iterator[str]:
         ) from None
     for item in items:
         if isinstance(item, os.PathLike):
-            yield from _iter_files(resolve_paths(item))
+            yield from _iter_files(resolve_paths(item), text_field)
         elif isinstance(item, str):
             yield item
         else:
@@ -63,19 +73,66 @@ def resolve_paths(path: str | os.PathLike) -> list[Path]:
     )
 
 
-def _iter_files(paths: Iterable[Path]) -> Iterator[str]:
+def _iter_files(paths: Iterable[Path], text_field: str) -> Iterator[str]:
     for path in paths:
-        yield from read_blocks(path)
+        kind = Path(path.stem).suffix if path.suffix in _OPENERS else path.suffix
+        if kind in _JSONL:
+            yield from read_jsonl(path, text_field)
+        elif path.suffix == ".parquet":
+            yield from read_parquet(path, text_field)
+        else:
+            yield from read_blocks(path)
+
+
+def _open_text(path: Path):
+    opener = _OPENERS.get(path.suffix, open)
+    try:
+        return opener(path, "rt", encoding="utf-8", errors="replace", newline="")
+    except OSError as e:
+        raise TrainingError(f"cannot read {path}: {e}") from None
+
+
+def read_jsonl(path: Path, text_field: str) -> Iterator[str]:
+    """Yields the ``text_field`` of each JSON object of a JSON Lines file."""
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TrainingError(f"{path}:{lineno}: not a JSON object ({e})") from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise TrainingError(
+                    f"{path}:{lineno}: no string field {text_field!r}; pass text_field= (CLI: --text-field) "
+                    f"naming the field that holds the text"
+                )
+            yield text
+
+
+def read_parquet(path: Path, text_field: str) -> Iterator[str]:
+    """Yields the ``text_field`` column of a Parquet file, one record batch at a time."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise TrainingError(f"reading {path} needs pyarrow: pip install 'toksmith[parquet]'") from None
+    try:
+        pf = pq.ParquetFile(path)
+        if text_field not in pf.schema_arrow.names:
+            raise TrainingError(f"{path} has no column {text_field!r} (columns: {pf.schema_arrow.names}); pass text_field=")
+        for batch in pf.iter_batches(columns=[text_field], batch_size=4096):
+            for text in batch.column(0).to_pylist():
+                if text is not None:
+                    yield text
+    except OSError as e:
+        raise TrainingError(f"cannot read {path} as Parquet: {e}") from None
 
 
 def read_blocks(path: Path) -> Iterator[str]:
-    """Yields the text of ``path`` (decompressing .gz/.bz2/.xz) in blocks cut at safe points.
+    """Yields the text of ``path`` (decompressing .gz/.bz2/.xz/.zst) in blocks cut at safe points.
     Bytes that are not UTF-8 become U+FFFD."""
-    opener = _OPENERS.get(path.suffix, open)
-    try:
-        f = opener(path, "rt", encoding="utf-8", errors="replace", newline="")
-    except OSError as e:
-        raise TrainingError(f"cannot read {path}: {e}") from None
+    f = _open_text(path)
     with f:
         carry = ""
         while True:

@@ -1,11 +1,17 @@
-"""``toksmith.train``: learn a byte-level BPE tokenizer from a corpus.
+"""``toksmith.train``: learn a BPE tokenizer from a corpus.
 
-Counting the chunks and learning the merges run in Rust (``rust/train/bpe.rs``); this module
-checks the parameters, streams the source in batches, and lays out the final ids.
+Counting the chunks and learning the merges run in Rust (``rust/train/``); this module checks
+the parameters, streams the source in batches, shows progress, and lays out the final ids.
+
+Phases: read (the source, streamed) -> count (pre-tokenized chunks, in parallel, spilled to
+disk past ``max_memory``) -> merge (most frequent pair first) -> assemble (ids, specials).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 from collections.abc import Iterable
 
 from . import _core
@@ -15,6 +21,23 @@ from .sources import iter_texts
 from .tokenizer import Tokenizer
 
 BATCH_CHARS = 1 << 23  # texts are handed to Rust in batches of about this many characters
+MERGES_PER_STEP = 256  # merges learned between two progress updates
+
+
+def parse_memory(value: int | str | None) -> int | None:
+    """``"2GB"``, ``"512MiB"``, ``"1.5G"`` or a number of bytes -> bytes.
+
+    >>> parse_memory("2GB"), parse_memory("512MiB"), parse_memory(1000)
+    (2000000000, 536870912, 1000)
+    """
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = re.fullmatch(r"\s*([\d.]+)\s*([kKmMgGtT]?)(i?)[bB]?\s*", str(value))
+    if not m:
+        raise TrainingError(f"max_memory={value!r} is not a size; write e.g. 2GB, 512MiB or a number of bytes")
+    number, unit, binary = float(m.group(1)), m.group(2).upper(), m.group(3)
+    power = " KMGT".index(unit) if unit else 0
+    return int(number * (1024 if binary else 1000) ** power)
 
 
 def train(
@@ -26,30 +49,37 @@ def train(
     special_tokens: Iterable[str] = (),
     special_tokens_position: str = "first",
     min_frequency: int = 2,
+    max_token_length: int | None = None,
     num_threads: int | None = None,
+    max_memory: int | str | None = None,
+    max_chars_per_doc: int | None = None,
+    text_field: str = "text",
+    from_counts: bool = False,
+    show_progress: bool = False,
 ) -> Tokenizer:
-    """Trains a tokenizer on ``source`` and returns it.
+    """Trains a byte-level BPE tokenizer on ``source`` and returns it.
 
-    - ``source``: a path (file, directory or glob; .gz/.bz2/.xz are read transparently), a list of
-      ``pathlib.Path``, or any iterable of str (each item is one text).
+    - ``source``: a path (file, directory or glob; .gz/.bz2/.xz/.zst are read transparently,
+      .jsonl/.parquet take the ``text_field`` column), a list of ``pathlib.Path``, or any
+      iterable of str (each item is one text). With ``from_counts=True``: counts files written by
+      ``toksmith count`` (TSV ``chunk<TAB>count``).
     - ``vocab_size``: total ids, counting the 256 byte tokens and the special tokens.
     - ``pattern``: ``"gpt2"``, ``"cl100k"``, ``"o200k"`` or a regex string.
     - ``special_tokens``: reserved at ids ``0..k-1`` (``special_tokens_position="first"``) or
       after the last merge (``"last"``); merges never learn from or produce them.
     - ``min_frequency``: stop when the most frequent pair occurs fewer times.
+    - ``max_token_length``: no token longer than this many bytes.
+    - ``num_threads``: threads for counting (default: all cores). The result does not depend on it.
+    - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
+      as sorted runs and merged at the end.
+    - ``max_chars_per_doc``: longer texts are cut to this many characters.
 
     Ties between pairs with the same count go to the pair of earliest-created tokens (smallest
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
     if algorithm != "bpe":
         raise TrainingError(f"algorithm={algorithm!r} is not available; this version trains 'bpe' (byte-level BPE)")
-    specials = list(special_tokens)
-    if isinstance(special_tokens, str):
-        raise TrainingError("special_tokens must be a list of strings, e.g. ['<|endoftext|>'], not one string")
-    if any(not isinstance(s, str) or not s for s in specials) or len(set(specials)) != len(specials):
-        raise TrainingError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
-    if special_tokens_position not in ("first", "last"):
-        raise TrainingError(f"special_tokens_position must be 'first' or 'last', not {special_tokens_position!r}")
+    specials = _check_specials(special_tokens, special_tokens_position)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
     minimum = 256 + len(specials)
@@ -60,22 +90,107 @@ def train(
         )
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise TrainingError(f"min_frequency must be an int >= 1, not {min_frequency!r}")
+    if max_token_length is not None and (not isinstance(max_token_length, int) or max_token_length < 2):
+        raise TrainingError(f"max_token_length must be an int >= 2 (or None), not {max_token_length!r}")
     pattern_name, regex = resolve(pattern)
 
-    trainer = _core.BpeTrainer(regex, specials, num_threads)
+    with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
+        trainer = _core.BpeTrainer(regex, specials, num_threads, parse_memory(max_memory), spill_dir)
+        if from_counts:
+            read_counts(trainer, source, show_progress)
+        else:
+            count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
+                         show_progress=show_progress)
+        trainer.start("byte", min_frequency, max_token_length)
+    merges = learn(trainer, vocab_size - minimum, show_progress)
+    return _assemble(merges, regex, pattern_name, specials, special_tokens_position,
+                     {"min_frequency": min_frequency, "max_token_length": max_token_length})
+
+
+def _check_specials(special_tokens: Iterable[str], position: str) -> list[str]:
+    if isinstance(special_tokens, str):
+        raise TrainingError("special_tokens must be a list of strings, e.g. ['<|endoftext|>'], not one string")
+    specials = list(special_tokens)
+    if any(not isinstance(s, str) or not s for s in specials) or len(set(specials)) != len(specials):
+        raise TrainingError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
+    if position not in ("first", "last"):
+        raise TrainingError(f"special_tokens_position must be 'first' or 'last', not {position!r}")
+    return specials
+
+
+def _progress(show: bool, **kwargs):
+    """A tqdm bar, or a do-nothing stand-in when progress is off."""
+    if show:
+        from tqdm import tqdm
+
+        return tqdm(**kwargs)
+    return _NoBar()
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def set_postfix_str(self, s):
+        pass
+
+    def close(self):
+        pass
+
+
+def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", show_progress=False) -> None:
+    """Streams ``source`` into the trainer's chunk counts, in batches."""
+    bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
     batch: list[str] = []
     size = 0
-    for text in iter_texts(source):
-        batch.append(text)
-        size += len(text)
-        if size >= BATCH_CHARS:
-            _add(trainer, batch)
-            batch, size = [], 0
-    if batch:
-        _add(trainer, batch)
 
-    merges = trainer.learn_merges(vocab_size - minimum, min_frequency)
-    return _assemble(merges, regex, pattern_name, specials, special_tokens_position, min_frequency)
+    def flush():
+        _add(trainer, batch)
+        unique, mem, runs = trainer.memory_stats()
+        bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
+
+    try:
+        for text in iter_texts(source, text_field=text_field):
+            if max_chars_per_doc is not None:
+                text = text[:max_chars_per_doc]
+            batch.append(text)
+            size += len(text)
+            bar.update(len(text.encode("utf-8", "surrogatepass")))
+            if size >= BATCH_CHARS:
+                flush()
+                batch, size = [], 0
+        if batch:
+            flush()
+    finally:
+        bar.close()
+
+
+def read_counts(trainer, source, show_progress=False) -> None:
+    """Adds counts files (TSV ``chunk<TAB>count``) to the trainer."""
+    from .sources import resolve_paths
+
+    paths = [p for item in (source if isinstance(source, (list, tuple)) else [source]) for p in resolve_paths(item)]
+    bar = _progress(show_progress, desc="reading counts", unit="file", total=len(paths))
+    for path in paths:
+        trainer.add_counts_file(str(path))
+        bar.update(1)
+    bar.close()
+
+
+def learn(trainer, num_merges: int, show_progress: bool) -> list[tuple[int, int]]:
+    """Runs the merge phase in steps, updating a progress bar between steps."""
+    bar = _progress(show_progress, desc="merging", unit="merge", total=num_merges, smoothing=0.05)
+    done = 0
+    try:
+        while done < num_merges:
+            n = trainer.step(min(MERGES_PER_STEP, num_merges - done))
+            bar.update(n)
+            done += n
+            if n == 0:
+                break
+    finally:
+        bar.close()
+    return trainer.merges()[0]
 
 
 def _add(trainer, batch: list[str]) -> None:
@@ -85,7 +200,7 @@ def _add(trainer, batch: list[str]) -> None:
         raise TrainingError(f"a training text contains a lone surrogate at index {e.start}; it is not valid Unicode") from None
 
 
-def _assemble(merges, regex, pattern_name, specials, position, min_frequency) -> Tokenizer:
+def _assemble(merges, regex, pattern_name, specials, position, settings) -> Tokenizer:
     """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges)."""
     token_bytes = [bytes([b]) for b in range(256)]
     for left, right in merges:
@@ -100,5 +215,48 @@ def _assemble(merges, regex, pattern_name, specials, position, min_frequency) ->
         pattern=regex,
         pattern_name=pattern_name,
         special_tokens=special_ids,
-        metadata={"trainer": "toksmith bpe", "min_frequency": min_frequency, "special_tokens_position": position},
+        metadata={"trainer": "toksmith bpe", **settings, "special_tokens_position": position},
     )
+
+
+def count(source, output: str | os.PathLike, *, pattern: str = "o200k", special_tokens: Iterable[str] = (),
+          num_threads: int | None = None, max_memory: int | str | None = None, max_chars_per_doc: int | None = None,
+          text_field: str = "text", show_progress: bool = False) -> int:
+    """Counts the pre-tokenized chunks of ``source`` and writes them as TSV (``chunk<TAB>count``,
+    tab/newline/backslash escaped as ``\\t`` ``\\n`` ``\\\\``), atomically. Returns the number of
+    distinct chunks. ``toksmith.train(paths, from_counts=True)`` trains from such files."""
+    from pathlib import Path
+
+    _, regex = resolve(pattern)
+    output = Path(output)
+    with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
+        trainer = _core.BpeTrainer(regex, _check_specials(special_tokens, "first"), num_threads,
+                                   parse_memory(max_memory), spill_dir)
+        count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
+                     show_progress=show_progress)
+        return _write_counts(trainer, output)
+
+
+def merge_counts(inputs, output: str | os.PathLike, *, max_memory: int | str | None = None) -> int:
+    """Adds up counts files (from many machines) into one; returns the number of distinct chunks."""
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
+        trainer = _core.BpeTrainer(r"[\s\S]+", [], None, parse_memory(max_memory), spill_dir)
+        read_counts(trainer, list(inputs))
+        return _write_counts(trainer, Path(output))
+
+
+def _write_counts(trainer, output) -> int:
+    """Writes through a temporary file beside ``output`` and renames it: never half a file."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    os.close(fd)
+    try:
+        n = trainer.write_counts(tmp)
+        os.replace(tmp, output)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return n

@@ -8,7 +8,9 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
-use crate::train::bpe::{count_chunks, learn_merges, merge_counts, ChunkCounts};
+use crate::train::bpe::{byte_words, char_words, count_chunks, ChunkCounts, MergeLearner};
+use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
+use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
@@ -185,26 +187,30 @@ impl PyUnigramModel {
     }
 }
 
-/// Accumulates chunk counts over batches of texts, then learns merges.
+/// Accumulates chunk counts over batches of texts (within a memory budget), then learns merges
+/// step by step so that Python can show progress.
 #[pyclass(name = "BpeTrainer", module = "toksmith._core")]
 struct PyBpeTrainer {
     pretokenizer: Pretokenizer,
     specials: SpecialTokens,
-    counts: ChunkCounts,
+    counts: SpillingCounts,
     num_threads: Option<usize>,
+    learner: Option<MergeLearner>,
 }
 
 #[pymethods]
 impl PyBpeTrainer {
     #[new]
-    #[pyo3(signature = (pattern, special_tokens, num_threads=None))]
-    fn new(pattern: &str, special_tokens: Vec<String>, num_threads: Option<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, special_tokens, num_threads=None, max_memory=None, spill_dir=None))]
+    fn new(pattern: &str, special_tokens: Vec<String>, num_threads: Option<usize>, max_memory: Option<usize>, spill_dir: Option<PathBuf>) -> PyResult<Self> {
         guard(|| {
+            let spill_dir = spill_dir.unwrap_or_else(|| std::env::temp_dir().join(format!("toksmith-counts-{}", std::process::id())));
             Ok(PyBpeTrainer {
                 pretokenizer: Pretokenizer::new(pattern)?,
                 specials: SpecialTokens::new(special_tokens.into_iter().map(|s| (s, 0)).collect())?,
-                counts: ChunkCounts::default(),
+                counts: SpillingCounts::new(max_memory, spill_dir),
                 num_threads,
+                learner: None,
             })
         })
     }
@@ -212,25 +218,76 @@ impl PyBpeTrainer {
     /// Counts the chunks of a batch of texts (the GIL is released meanwhile).
     fn add_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
         let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
-        let batch = py.allow_threads(|| {
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                with_threads(threads, || count_chunks(&refs, pre, sp))?
+                let batch = with_threads(threads, || count_chunks(&refs, pre, sp))??;
+                counts.add_table(batch)
+            })
+        })
+    }
+
+    /// Adds counts read from a TSV file (`chunk<TAB>count`); returns the number of lines.
+    fn add_counts_file(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<usize> {
+        let counts = &mut self.counts;
+        py.allow_threads(|| guard(|| read_tsv(counts, &path)))
+    }
+
+    /// Writes the counts as TSV in chunk order and empties them; returns the number of lines.
+    fn write_counts(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<usize> {
+        let counts = &mut self.counts;
+        py.allow_threads(|| guard(|| write_tsv(counts, &path)))
+    }
+
+    /// Distinct chunks held in memory, and how many runs were spilled to disk.
+    fn memory_stats(&self) -> (usize, usize, usize) {
+        (self.counts.len_in_memory(), self.counts.bytes_in_memory(), self.counts.num_runs())
+    }
+
+    /// Turns the counts into words and prepares merge learning. Returns the character alphabet
+    /// (ids 0..n) at char level, None at byte level (ids 0-255 are the bytes).
+    #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix=""))]
+    fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> PyResult<Option<Vec<String>>> {
+        let counts = &mut self.counts;
+        let (learner, alphabet) = py.allow_threads(|| {
+            guard(|| {
+                let mut table = ChunkCounts::default();
+                counts.drain_sorted(|k, v| {
+                    table.insert(k, v);
+                })?;
+                match level {
+                    "byte" => Ok((MergeLearner::new(byte_words(&table), 256, vec![1; 256], min_frequency, max_token_length)?, None)),
+                    "char" => {
+                        let (alphabet, words) = char_words(&table, limit_alphabet, end_of_word_suffix)?;
+                        drop(table);
+                        // The end-of-word suffix does not count towards max_token_length.
+                        let lengths = alphabet
+                            .iter()
+                            .map(|s| s.strip_suffix(end_of_word_suffix).filter(|_| !end_of_word_suffix.is_empty()).unwrap_or(s).chars().count() as u32)
+                            .collect();
+                        Ok((MergeLearner::new(words, alphabet.len() as u32, lengths, min_frequency, max_token_length)?, Some(alphabet)))
+                    }
+                    other => Err(Error::new(ErrorKind::Training, format!("level must be 'byte' or 'char', not {other:?}"))),
+                }
             })
         })?;
-        let counts = std::mem::take(&mut self.counts);
-        self.counts = merge_counts(counts, batch);
-        Ok(())
+        self.learner = Some(learner);
+        Ok(alphabet)
     }
 
-    /// Number of distinct chunks counted so far.
-    fn num_chunks(&self) -> usize {
-        self.counts.len()
+    /// Learns up to `n` more merges; returns how many were learned (0 once training is done).
+    fn step(&mut self, py: Python<'_>, n: usize) -> PyResult<usize> {
+        let learner = self.learner.as_mut().ok_or_else(|| TrainingError::new_err("call start() before step()"))?;
+        py.allow_threads(|| guard(|| Ok(learner.step(n))))
     }
 
-    /// Learns merges; returns them as pairs of internal ids (bytes 0-255, merge k is 256 + k).
-    fn learn_merges(&self, py: Python<'_>, num_merges: usize, min_frequency: u64) -> PyResult<Vec<(u32, u32)>> {
-        py.allow_threads(|| guard(|| learn_merges(&self.counts, num_merges, min_frequency)))
+    /// The merges learned so far (pairs of ids) and the count of each when it was chosen.
+    fn merges(&self) -> (Vec<(u32, u32)>, Vec<u64>) {
+        match &self.learner {
+            Some(l) => (l.merges().to_vec(), l.counts().to_vec()),
+            None => (Vec::new(), Vec::new()),
+        }
     }
 }
 

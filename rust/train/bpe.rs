@@ -20,92 +20,235 @@ pub type ChunkCounts = FxHashMap<Vec<u8>, u64>;
 
 /// Counts the pre-tokenized chunks of `texts` (in parallel), skipping special-token strings
 /// so that no merge ever learns from them.
+///
+/// Each thread counts into a table keyed by slices of the texts themselves (no allocation per
+/// chunk); only distinct chunks are copied when the tables are combined.
 pub fn count_chunks(texts: &[&str], pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> Result<ChunkCounts> {
-    texts
+    let partial: Vec<FxHashMap<&str, u64>> = texts
         .par_iter()
-        .map(|text| {
-            let mut counts = ChunkCounts::default();
+        .try_fold(FxHashMap::default, |mut counts: FxHashMap<&str, u64>, text| {
             let mut result = Ok(());
             specials.split(text, |_| true, |piece| {
                 if let (Piece::Text(t), Ok(())) = (piece, &result) {
-                    result = pretokenizer.for_each_chunk(t, |c| *counts.entry(c.as_bytes().to_vec()).or_insert(0) += 1);
+                    result = pretokenizer.for_each_chunk(t, |c| *counts.entry(c).or_insert(0) += 1);
                 }
             });
             result.map(|_| counts)
         })
-        .try_reduce(ChunkCounts::default, |a, b| Ok(merge_counts(a, b)))
+        .collect::<Result<_>>()?;
+    let mut total = ChunkCounts::default();
+    for counts in partial {
+        total.reserve(counts.len());
+        for (chunk, n) in counts {
+            match total.get_mut(chunk.as_bytes()) {
+                Some(c) => *c += n,
+                None => {
+                    total.insert(chunk.as_bytes().to_vec(), n);
+                }
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Adds two count tables (the smaller into the larger).
 pub fn merge_counts(a: ChunkCounts, b: ChunkCounts) -> ChunkCounts {
     let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
     for (k, v) in small {
-        *big.entry(k).or_insert(0) += v;
+        match big.get_mut(&k) {
+            Some(c) => *c += v,
+            None => {
+                big.insert(k, v);
+            }
+        }
     }
     big
 }
 
-type Pair = (u32, u32);
+pub type Pair = (u32, u32);
 
-/// Learns up to `num_merges` merges from chunk counts. Stops early when the best pair occurs
-/// fewer than `min_frequency` times or no pair is left. Returns the merges in order, as pairs
-/// of internal ids.
-pub fn learn_merges(counts: &ChunkCounts, num_merges: usize, min_frequency: u64) -> Result<Vec<Pair>> {
-    if counts.is_empty() {
-        return Err(Error::new(
-            ErrorKind::Training,
-            "the corpus is empty: no text was found to train on. Check the paths or the iterable you passed",
-        ));
+/// A symbol that never pairs: characters left out of a limited alphabet.
+pub const BARRIER: u32 = u32::MAX;
+
+/// Byte-level words: every chunk as its byte values (ids 0-255), sorted so runs are repeatable.
+pub fn byte_words(counts: &ChunkCounts) -> Vec<(Vec<u32>, u64)> {
+    let mut words: Vec<(Vec<u32>, u64)> = counts.iter().map(|(k, &v)| (k.iter().map(|&b| b as u32).collect(), v)).collect();
+    words.sort_unstable();
+    words
+}
+
+/// Character-level words. The alphabet is the characters of the corpus (the last character of
+/// a word carries `end_of_word_suffix` and is a symbol of its own), limited to the
+/// `limit_alphabet` most frequent ones (ties: smaller code point first); left-out characters
+/// become barriers that no merge crosses. Returns the alphabet (ids 0..n in code point order)
+/// and the words.
+pub fn char_words(counts: &ChunkCounts, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> Result<(Vec<String>, Vec<(Vec<u32>, u64)>)> {
+    let mut symbol_freq: FxHashMap<String, u64> = FxHashMap::default();
+    let mut texts: Vec<(&str, u64)> = Vec::with_capacity(counts.len());
+    for (bytes, &n) in counts {
+        let text = std::str::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::Training, "a chunk is not valid UTF-8"))?;
+        for sym in char_symbols(text, end_of_word_suffix) {
+            *symbol_freq.entry(sym).or_insert(0) += n;
+        }
+        texts.push((text, n));
     }
-    // Words in a fixed order (sorted by bytes) so every run does the same work.
-    let mut entries: Vec<(&Vec<u8>, u64)> = counts.iter().map(|(k, &v)| (k, v)).collect();
-    entries.sort_unstable();
-    let mut words: Vec<Vec<u32>> = entries.iter().map(|(w, _)| w.iter().map(|&b| b as u32).collect()).collect();
-    let freq: Vec<u64> = entries.iter().map(|&(_, c)| c).collect();
-
-    // pair -> total count, and pair -> the words it occurs in (may hold stale entries).
-    let mut pair_counts: FxHashMap<Pair, u64> = FxHashMap::default();
-    let mut where_: FxHashMap<Pair, Vec<u32>> = FxHashMap::default();
-    for (w, word) in words.iter().enumerate() {
-        for p in word.windows(2) {
-            *pair_counts.entry((p[0], p[1])).or_insert(0) += freq[w];
-            where_.entry((p[0], p[1])).or_default().push(w as u32);
-        }
+    let mut symbols: Vec<(String, u64)> = symbol_freq.into_iter().collect();
+    if let Some(limit) = limit_alphabet {
+        symbols.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        symbols.truncate(limit);
     }
-    // Max-heap on (count, smallest pair first). Every change of a pair's count pushes a fresh
-    // entry, so an entry is current exactly when its count equals the table's.
-    let mut heap: BinaryHeap<(u64, Reverse<Pair>)> = pair_counts.iter().map(|(&p, &c)| (c, Reverse(p))).collect();
+    let mut alphabet: Vec<String> = symbols.into_iter().map(|(s, _)| s).collect();
+    alphabet.sort_unstable();
+    let ids: FxHashMap<&str, u32> = alphabet.iter().enumerate().map(|(i, s)| (s.as_str(), i as u32)).collect();
+    let mut words: Vec<(Vec<u32>, u64)> = texts
+        .iter()
+        .map(|&(text, n)| (char_symbols(text, end_of_word_suffix).map(|s| ids.get(s.as_str()).copied().unwrap_or(BARRIER)).collect(), n))
+        .collect();
+    words.sort_unstable();
+    Ok((alphabet, words))
+}
 
-    let mut merges = Vec::with_capacity(num_merges);
-    let mut changed: FxHashSet<Pair> = FxHashSet::default();
-    while merges.len() < num_merges {
-        let Some((count, Reverse(pair))) = heap.pop() else { break };
-        if pair_counts.get(&pair).copied() != Some(count) {
-            continue; // stale
-        }
-        if count < min_frequency.max(1) {
-            break;
-        }
-        let new_id = 256 + merges.len() as u32;
-        merges.push(pair);
+fn char_symbols<'a>(text: &'a str, suffix: &'a str) -> impl Iterator<Item = String> + 'a {
+    let last = text.char_indices().last().map_or(0, |(i, _)| i);
+    text.char_indices().map(move |(i, c)| if i == last && !suffix.is_empty() { format!("{c}{suffix}") } else { c.to_string() })
+}
 
-        let mut affected = where_.remove(&pair).unwrap_or_default();
+/// Learns merges step by step, so a caller can report progress between steps.
+///
+/// Word symbols are ids; a merge creates the next id. Pair counts are kept up to date
+/// incrementally: when a merge changes a word, that word's old pairs are subtracted and its new
+/// pairs added. A max-heap holds (count, pair) entries; an entry is current exactly when its
+/// count equals the table's (every change pushes a fresh entry), so stale ones are skipped.
+pub struct MergeLearner {
+    words: Vec<Vec<u32>>,
+    freq: Vec<u64>,
+    pair_counts: FxHashMap<Pair, u64>,
+    where_: FxHashMap<Pair, Vec<u32>>,
+    heap: BinaryHeap<(u64, Reverse<Pair>)>,
+    merges: Vec<Pair>,
+    counts: Vec<u64>,
+    /// Length of every symbol (bytes or characters), for `max_token_length`.
+    length: Vec<u32>,
+    next_id: u32,
+    min_frequency: u64,
+    max_token_length: Option<u32>,
+    finished: bool,
+}
+
+impl MergeLearner {
+    /// `words`: (symbols, count); `first_new_id`: the id of the first merge; `lengths`: the length
+    /// of each initial symbol.
+    pub fn new(words: Vec<(Vec<u32>, u64)>, first_new_id: u32, lengths: Vec<u32>, min_frequency: u64, max_token_length: Option<u32>) -> Result<Self> {
+        if words.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Training,
+                "the corpus is empty: no text was found to train on. Check the paths or the iterable you passed",
+            ));
+        }
+        let (words, freq): (Vec<Vec<u32>>, Vec<u64>) = words.into_iter().unzip();
+        let mut pair_counts: FxHashMap<Pair, u64> = FxHashMap::default();
+        let mut where_: FxHashMap<Pair, Vec<u32>> = FxHashMap::default();
+        for (w, word) in words.iter().enumerate() {
+            for p in word.windows(2) {
+                if p[0] == BARRIER || p[1] == BARRIER {
+                    continue;
+                }
+                *pair_counts.entry((p[0], p[1])).or_insert(0) += freq[w];
+                where_.entry((p[0], p[1])).or_default().push(w as u32);
+            }
+        }
+        let heap = pair_counts.iter().map(|(&p, &c)| (c, Reverse(p))).collect();
+        Ok(MergeLearner {
+            words,
+            freq,
+            pair_counts,
+            where_,
+            heap,
+            merges: Vec::new(),
+            counts: Vec::new(),
+            length: lengths,
+            next_id: first_new_id,
+            min_frequency: min_frequency.max(1),
+            max_token_length,
+            finished: false,
+        })
+    }
+
+    pub fn merges(&self) -> &[Pair] {
+        &self.merges
+    }
+
+    /// The count of each learned merge when it was chosen.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Learns up to `n` more merges; returns how many it learned (fewer once training is done).
+    pub fn step(&mut self, n: usize) -> usize {
+        let mut done = 0;
+        while done < n && !self.finished {
+            match self.best_pair() {
+                Some((pair, count)) => {
+                    self.apply(pair, count);
+                    done += 1;
+                }
+                None => self.finished = true,
+            }
+        }
+        done
+    }
+
+    /// The most frequent pair (ties: smallest ids), skipping stale entries and pairs whose token
+    /// would be longer than `max_token_length`.
+    fn best_pair(&mut self) -> Option<(Pair, u64)> {
+        while let Some((count, Reverse(pair))) = self.heap.pop() {
+            if self.pair_counts.get(&pair).copied() != Some(count) {
+                continue;
+            }
+            if count < self.min_frequency {
+                return None;
+            }
+            if let Some(max) = self.max_token_length {
+                if self.length[pair.0 as usize] + self.length[pair.1 as usize] > max {
+                    continue; // re-pushed if its count changes; never merged while too long
+                }
+            }
+            return Some((pair, count));
+        }
+        None
+    }
+
+    fn apply(&mut self, pair: Pair, count: u64) {
+        let new_id = self.next_id;
+        self.next_id += 1;
+        self.merges.push(pair);
+        self.counts.push(count);
+        self.length.push(self.length[pair.0 as usize] + self.length[pair.1 as usize]);
+
+        let mut affected = self.where_.remove(&pair).unwrap_or_default();
         affected.sort_unstable();
         affected.dedup();
-        changed.clear();
+        let mut changed: FxHashSet<Pair> = FxHashSet::default();
         for &w in &affected {
-            let word = &mut words[w as usize];
+            let word = &mut self.words[w as usize];
             if !word.windows(2).any(|p| (p[0], p[1]) == pair) {
                 continue;
             }
-            let f = freq[w as usize];
+            let f = self.freq[w as usize];
             // Remove the word's old pairs, merge, add its new pairs: exact and simple, and
             // words (chunks) are short.
             for p in word.windows(2) {
-                let key = (p[0], p[1]);
-                let c = pair_counts.get_mut(&key).expect("pair of a counted word");
-                *c -= f;
-                changed.insert(key);
+                if p[0] == BARRIER || p[1] == BARRIER {
+                    continue;
+                }
+                if let Some(c) = self.pair_counts.get_mut(&(p[0], p[1])) {
+                    *c -= f;
+                }
+                changed.insert((p[0], p[1]));
             }
             let mut merged = Vec::with_capacity(word.len());
             let mut i = 0;
@@ -120,26 +263,37 @@ pub fn learn_merges(counts: &ChunkCounts, num_merges: usize, min_frequency: u64)
             }
             *word = merged;
             for p in word.windows(2) {
+                if p[0] == BARRIER || p[1] == BARRIER {
+                    continue;
+                }
                 let key = (p[0], p[1]);
-                *pair_counts.entry(key).or_insert(0) += f;
+                *self.pair_counts.entry(key).or_insert(0) += f;
                 if p[0] == new_id || p[1] == new_id {
-                    where_.entry(key).or_default().push(w);
+                    self.where_.entry(key).or_default().push(w);
                 }
                 changed.insert(key);
             }
         }
-        let mut changed_sorted: Vec<Pair> = changed.iter().copied().collect();
-        changed_sorted.sort_unstable();
-        for key in changed_sorted {
-            match pair_counts.get(&key).copied() {
+        let mut changed: Vec<Pair> = changed.into_iter().collect();
+        changed.sort_unstable();
+        for key in changed {
+            match self.pair_counts.get(&key).copied() {
                 Some(0) | None => {
-                    pair_counts.remove(&key);
+                    self.pair_counts.remove(&key);
                 }
-                Some(c) => heap.push((c, Reverse(key))),
+                Some(c) => self.heap.push((c, Reverse(key))),
             }
         }
     }
-    Ok(merges)
+}
+
+/// Learns up to `num_merges` byte-level merges from chunk counts in one go. Stops early when the
+/// best pair occurs fewer than `min_frequency` times or no pair is left. Returns the merges in
+/// order, as pairs of internal ids.
+pub fn learn_merges(counts: &ChunkCounts, num_merges: usize, min_frequency: u64) -> Result<Vec<Pair>> {
+    let mut learner = MergeLearner::new(byte_words(counts), 256, vec![1; 256], min_frequency, None)?;
+    learner.step(num_merges);
+    Ok(learner.merges().to_vec())
 }
 
 #[cfg(test)]
@@ -170,6 +324,30 @@ mod tests {
         // "aaa": (a, a) counted twice; merging gives [aa, a].
         let m = learn_merges(&counts(&[("aaa", 1)]), 2, 1).unwrap();
         assert_eq!(m, vec![(97, 97), (256, 97)]);
+    }
+
+    #[test]
+    fn max_token_length_skips_long_tokens() {
+        let c = counts(&[("abcd", 5)]);
+        let mut l = MergeLearner::new(byte_words(&c), 256, vec![1; 256], 1, Some(2)).unwrap();
+        l.step(10);
+        // a+b, c+d allowed (length 2); ab+cd (length 4) is not.
+        assert_eq!(l.merges(), &[(97, 98), (99, 100)]);
+    }
+
+    #[test]
+    fn char_level_alphabet_suffix_and_limit() {
+        let c = counts(&[("low", 5), ("lowé", 1)]);
+        let (alphabet, words) = char_words(&c, None, "</w>").unwrap();
+        assert!(alphabet.contains(&"w</w>".to_string()) && alphabet.contains(&"é</w>".to_string()));
+        assert_eq!(words.len(), 2);
+        // Limited to the 3 most frequent symbols: l, o (6 each), w</w> (5); w (1) and é</w> (1) drop out.
+        let (alphabet, words) = char_words(&c, Some(3), "</w>").unwrap();
+        assert_eq!(alphabet, vec!["l", "o", "w</w>"]);
+        assert!(words.iter().any(|(w, _)| w.contains(&BARRIER)));
+        let mut l = MergeLearner::new(words, 3, vec![1; 3], 1, None).unwrap();
+        l.step(5);
+        assert_eq!(l.merges(), &[(0, 1), (3, 2)]);
     }
 
     #[test]

@@ -1,2 +1,3 @@
 //! Training, kept apart from inference.
 pub mod bpe;
+pub mod counts;

@@ -1,0 +1,283 @@
+//! Chunk counts that respect a memory budget: when the in-memory table grows past the budget,
+//! it is written to disk as a sorted run and cleared; at the end the runs and the table are
+//! merged in one sorted stream (a k-way merge), so only the stream's head is in memory.
+//!
+//! Run files are binary: for each entry, the chunk length (u32 LE), the chunk bytes, the count
+//! (u64 LE), in ascending byte order of chunks.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::train::bpe::ChunkCounts;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
+
+/// Bytes an entry of the table costs beyond its chunk: the Vec header, the count, the hash
+/// table slot and allocator overhead (an estimate, on the safe side).
+const ENTRY_OVERHEAD: usize = 72;
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Training, format!("{what}: {e}"))
+}
+
+pub struct SpillingCounts {
+    table: ChunkCounts,
+    table_bytes: usize,
+    budget: Option<usize>,
+    spill_dir: PathBuf,
+    runs: Vec<PathBuf>,
+}
+
+impl SpillingCounts {
+    /// `budget`: bytes the table may use before it is spilled to `spill_dir` (None: never).
+    pub fn new(budget: Option<usize>, spill_dir: PathBuf) -> Self {
+        SpillingCounts { table: ChunkCounts::default(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
+    }
+
+    pub fn add(&mut self, chunk: &[u8], n: u64) {
+        match self.table.get_mut(chunk) {
+            Some(c) => *c += n,
+            None => {
+                self.table_bytes += chunk.len() + ENTRY_OVERHEAD;
+                self.table.insert(chunk.to_vec(), n);
+            }
+        }
+    }
+
+    pub fn add_table(&mut self, counts: ChunkCounts) -> Result<()> {
+        if self.table.is_empty() && self.budget.is_none() {
+            self.table_bytes = counts.keys().map(|k| k.len() + ENTRY_OVERHEAD).sum();
+            self.table = counts;
+        } else {
+            for (k, v) in counts {
+                self.add(&k, v);
+            }
+        }
+        self.spill_if_over_budget()
+    }
+
+    /// Distinct chunks in memory (not counting spilled runs).
+    pub fn len_in_memory(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn bytes_in_memory(&self) -> usize {
+        self.table_bytes
+    }
+
+    pub fn num_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn spill_if_over_budget(&mut self) -> Result<()> {
+        match self.budget {
+            Some(b) if self.table_bytes > b => self.spill(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the table as a sorted run and clears it.
+    pub fn spill(&mut self) -> Result<()> {
+        if self.table.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.spill_dir).map_err(|e| io_err("cannot create the spill folder", e))?;
+        let path = self.spill_dir.join(format!("run-{:05}.bin", self.runs.len()));
+        let mut entries: Vec<(Vec<u8>, u64)> = std::mem::take(&mut self.table).into_iter().collect();
+        entries.sort_unstable();
+        let file = File::create(&path).map_err(|e| io_err(&format!("cannot write {}", path.display()), e))?;
+        let mut w = BufWriter::new(file);
+        for (k, v) in &entries {
+            w.write_all(&(k.len() as u32).to_le_bytes())
+                .and_then(|_| w.write_all(k))
+                .and_then(|_| w.write_all(&v.to_le_bytes()))
+                .map_err(|e| io_err("cannot write a spill run", e))?;
+        }
+        w.flush().map_err(|e| io_err("cannot write a spill run", e))?;
+        self.runs.push(path);
+        self.table_bytes = 0;
+        Ok(())
+    }
+
+    /// Calls `f` on every (chunk, total count) in ascending chunk order, merging the runs on
+    /// disk with the table in memory. Consumes the counts; the run files are deleted.
+    pub fn drain_sorted(&mut self, mut f: impl FnMut(Vec<u8>, u64)) -> Result<()> {
+        let mut memory: Vec<(Vec<u8>, u64)> = std::mem::take(&mut self.table).into_iter().collect();
+        memory.sort_unstable();
+        self.table_bytes = 0;
+        let mut sources: Vec<Box<dyn Iterator<Item = Result<(Vec<u8>, u64)>>>> = Vec::new();
+        sources.push(Box::new(memory.into_iter().map(Ok)));
+        for path in &self.runs {
+            let file = File::open(path).map_err(|e| io_err(&format!("cannot read {}", path.display()), e))?;
+            sources.push(Box::new(RunReader { r: BufReader::new(file) }));
+        }
+        // k-way merge: the heap holds the next entry of every source.
+        let mut heap = BinaryHeap::new();
+        for (i, s) in sources.iter_mut().enumerate() {
+            if let Some(e) = s.next() {
+                let (k, v) = e?;
+                heap.push(Reverse((k, i, v)));
+            }
+        }
+        let mut current: Option<(Vec<u8>, u64)> = None;
+        while let Some(Reverse((k, i, v))) = heap.pop() {
+            if let Some(e) = sources[i].next() {
+                let (nk, nv) = e?;
+                heap.push(Reverse((nk, i, nv)));
+            }
+            match &mut current {
+                Some((ck, cv)) if *ck == k => *cv += v,
+                _ => {
+                    if let Some((ck, cv)) = current.take() {
+                        f(ck, cv);
+                    }
+                    current = Some((k, v));
+                }
+            }
+        }
+        if let Some((ck, cv)) = current {
+            f(ck, cv);
+        }
+        for path in self.runs.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SpillingCounts {
+    fn drop(&mut self) {
+        for path in &self.runs {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+struct RunReader {
+    r: BufReader<File>,
+}
+
+impl Iterator for RunReader {
+    type Item = Result<(Vec<u8>, u64)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut len = [0u8; 4];
+        match self.r.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) => return Some(Err(io_err("cannot read a spill run", e))),
+        }
+        let mut key = vec![0u8; u32::from_le_bytes(len) as usize];
+        let mut count = [0u8; 8];
+        if let Err(e) = self.r.read_exact(&mut key).and_then(|_| self.r.read_exact(&mut count)) {
+            return Some(Err(io_err("a spill run is truncated", e)));
+        }
+        Some(Ok((key, u64::from_le_bytes(count))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spilled_and_in_memory_counts_merge_exactly() {
+        let dir = std::env::temp_dir().join(format!("toksmith-spill-test-{}", std::process::id()));
+        let mut s = SpillingCounts::new(Some(200), dir.clone());
+        let mut expected: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+        let mut seed = 7u64;
+        for _ in 0..2000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let k = format!("w{}", (seed >> 40) % 97).into_bytes();
+            *expected.entry(k.clone()).or_insert(0) += 1;
+            s.add(&k, 1);
+            s.spill_if_over_budget().unwrap();
+        }
+        assert!(s.num_runs() > 3);
+        let mut got = Vec::new();
+        s.drain_sorted(|k, v| got.push((k, v))).unwrap();
+        assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "runs are deleted");
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+/// Escapes a chunk for one TSV field: `\` `\t` `\n` `\r` become `\\` `\t` `\n` `\r`.
+pub fn escape_tsv(chunk: &str, out: &mut String) {
+    for c in chunk.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// The inverse of [`escape_tsv`]; None for a dangling or unknown escape.
+pub fn unescape_tsv(field: &str) -> Option<String> {
+    let mut out = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next()? {
+            '\\' => '\\',
+            't' => '\t',
+            'n' => '\n',
+            'r' => '\r',
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// Writes counts as TSV lines `chunk<TAB>count`, chunks escaped, in ascending chunk order.
+pub fn write_tsv(counts: &mut SpillingCounts, path: &std::path::Path) -> Result<usize> {
+    let file = File::create(path).map_err(|e| io_err(&format!("cannot write {}", path.display()), e))?;
+    let mut w = BufWriter::new(file);
+    let mut line = String::new();
+    let mut n = 0usize;
+    let mut result = Ok(());
+    counts.drain_sorted(|k, v| {
+        if result.is_err() {
+            return;
+        }
+        line.clear();
+        escape_tsv(&String::from_utf8_lossy(&k), &mut line);
+        line.push('\t');
+        line.push_str(&v.to_string());
+        line.push('\n');
+        n += 1;
+        result = w.write_all(line.as_bytes()).map_err(|e| io_err("cannot write counts", e));
+    })?;
+    result?;
+    w.flush().map_err(|e| io_err("cannot write counts", e))?;
+    Ok(n)
+}
+
+/// Reads a counts TSV file (as written by [`write_tsv`], or SentencePiece's `word<TAB>count`)
+/// into `counts`. Returns the number of lines read.
+pub fn read_tsv(counts: &mut SpillingCounts, path: &std::path::Path) -> Result<usize> {
+    use std::io::BufRead;
+    let file = File::open(path).map_err(|e| Error::new(ErrorKind::Format, format!("cannot read {}: {e}", path.display())))?;
+    let mut n = 0;
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let bad = |what: &str| Error::new(ErrorKind::Format, format!("{}:{}: {what}; each line must be chunk<TAB>count", path.display(), i + 1));
+        let line = line.map_err(|e| bad(&format!("not UTF-8 text ({e})")))?;
+        if line.is_empty() {
+            continue;
+        }
+        let (field, count) = line.rsplit_once('\t').ok_or_else(|| bad("no tab"))?;
+        let count: u64 = count.trim_end_matches('\r').parse().map_err(|_| bad(&format!("{count:?} is not a count")))?;
+        let chunk = unescape_tsv(field).ok_or_else(|| bad("a bad escape (use \\\\ \\t \\n \\r)"))?;
+        counts.add(chunk.as_bytes(), count);
+        counts.spill_if_over_budget()?;
+        n += 1;
+    }
+    Ok(n)
+}

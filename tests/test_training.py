@@ -1,0 +1,142 @@
+"""Training at scale: counts files, merging counts, memory budget, sources, options, determinism."""
+
+import gzip
+import hashlib
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+import toksmith
+from toksmith.trainers import count, merge_counts
+
+from conftest import data_path
+
+
+def corpus(seed=0, n=300):
+    rng = random.Random(seed)
+    words = ["low", "lower", "newest", "widest", "the", "model", "\t", "\n", "x\\y", "über", "世界", "😀", "2025", "don't"]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+def test_from_counts_equals_training_on_the_corpus(tmp_path):
+    texts = corpus()
+    direct = toksmith.train(texts, vocab_size=400)
+    n = count(texts, tmp_path / "c.tsv")
+    assert n > 0
+    assert toksmith.train(tmp_path / "c.tsv", vocab_size=400, from_counts=True).to_dict()["model"] == direct.to_dict()["model"]
+
+
+def test_merged_counts_equal_counts_of_the_concatenated_corpus(tmp_path):
+    texts = corpus(1, 400)
+    count(texts[:150], tmp_path / "a.tsv")
+    count(texts[150:], tmp_path / "b.tsv")
+    count(texts, tmp_path / "all.tsv")
+    merge_counts([tmp_path / "a.tsv", tmp_path / "b.tsv"], tmp_path / "merged.tsv")
+    assert (tmp_path / "merged.tsv").read_bytes() == (tmp_path / "all.tsv").read_bytes()
+    merged = toksmith.train([tmp_path / "a.tsv", tmp_path / "b.tsv"], vocab_size=420, from_counts=True)
+    assert merged.to_dict()["model"] == toksmith.train(texts, vocab_size=420).to_dict()["model"]
+
+
+def test_counts_file_escapes_tabs_newlines_backslashes(tmp_path):
+    count(["a\tb\n\nc\\d"], tmp_path / "c.tsv", pattern=r"[\s\S]")
+    lines = (tmp_path / "c.tsv").read_text(encoding="utf-8").splitlines()
+    assert all(line.count("\t") == 1 for line in lines)
+    assert "\\t\t1" in lines and "\\n\t2" in lines and "\\\\\t1" in lines
+
+
+def test_bad_counts_file(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("fine\t3\nno tab here\n", encoding="utf-8")
+    with pytest.raises(toksmith.FormatError, match="bad.tsv:2"):
+        toksmith.train(bad, vocab_size=300, from_counts=True)
+
+
+def test_memory_budget_spills_and_gives_the_same_result(tmp_path):
+    texts = corpus(2, 600)
+    budget = toksmith.train(texts, vocab_size=450, max_memory=2000)
+    assert budget.to_dict()["model"] == toksmith.train(texts, vocab_size=450).to_dict()["model"]
+    from toksmith import _core
+
+    trainer = _core.BpeTrainer(toksmith.patterns.resolve("o200k")[1], [], None, 2000, str(tmp_path / "spill"))
+    for i in range(0, 600, 50):
+        trainer.add_texts(texts[i:i + 50])
+    unique, size, runs = trainer.memory_stats()
+    assert runs > 1 and size <= 2000
+
+
+def test_max_memory_parsing():
+    with pytest.raises(toksmith.TrainingError, match="not a size"):
+        toksmith.train(["x"], vocab_size=300, max_memory="lots")
+
+
+def test_sources_jsonl_zst_parquet(tmp_path):
+    texts = corpus(3, 50)
+    expected = toksmith.train(texts, vocab_size=330).to_dict()["model"]
+    jsonl = tmp_path / "d.jsonl.gz"
+    jsonl.write_bytes(gzip.compress("".join(json.dumps({"body": t, "id": i}) + "\n" for i, t in enumerate(texts)).encode()))
+    assert toksmith.train(jsonl, vocab_size=330, text_field="body").to_dict()["model"] == expected
+    with pytest.raises(toksmith.TrainingError, match="text_field"):
+        toksmith.train(jsonl, vocab_size=330)
+    zstandard = pytest.importorskip("zstandard")
+    zst = tmp_path / "d.txt.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress("".join(texts).encode()))
+    assert toksmith.train(zst, vocab_size=330).to_dict()["model"] == toksmith.train(["".join(texts)], vocab_size=330).to_dict()["model"]
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": texts}), tmp_path / "d.parquet")
+    assert toksmith.train(tmp_path / "d.parquet", vocab_size=330).to_dict()["model"] == expected
+
+
+def test_max_chars_per_doc():
+    texts = ["abc " * 100, "xyz " * 100]
+    cut = toksmith.train(texts, vocab_size=300, max_chars_per_doc=8, min_frequency=1)
+    assert cut.to_dict()["model"] == toksmith.train([t[:8] for t in texts], vocab_size=300, min_frequency=1).to_dict()["model"]
+
+
+def test_max_token_length():
+    tok = toksmith.train(corpus(4), vocab_size=600, max_token_length=3, min_frequency=1)
+    assert max(len(a + b) for a, b in tok.merges) <= 3
+    assert len(tok.merges) > 20
+    free = toksmith.train(corpus(4), vocab_size=600, min_frequency=1)
+    assert max(len(a + b) for a, b in free.merges) > 3
+
+
+def test_progress_bars_go_to_stderr(capsys):
+    toksmith.train(corpus(5, 50), vocab_size=300, show_progress=True)
+    err = capsys.readouterr().err
+    assert "reading" in err and "merging" in err
+
+
+GOLDEN = "1c490fa3838d64ad6f3076a449c12fd35eb5bce118a4b56c76306c002aa621b5"
+
+
+def test_golden_hash_of_a_trained_tokenizer():
+    """Pins the exact output of training on a real text: the tie rule, the id layout and the
+    file format. If this changes on purpose, update the hash and say why in the commit."""
+    path = data_path("corpora", "en", "botchan.txt")
+    tok = toksmith.train(path, vocab_size=1000, special_tokens=["<|endoftext|>"], num_threads=1)
+    digest = hashlib.sha256(json.dumps(tok.to_dict(), sort_keys=True).encode()).hexdigest()
+    again = toksmith.train(path, vocab_size=1000, special_tokens=["<|endoftext|>"], num_threads=2)
+    assert hashlib.sha256(json.dumps(again.to_dict(), sort_keys=True).encode()).hexdigest() == digest
+    assert digest == GOLDEN
+
+
+def test_cli_count_merge_train_and_trace(tmp_path):
+    text = "low lower lowest newest widest " * 10
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "toksmith.cli", *args], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    run("count", str(tmp_path / "a.txt"), "-o", str(tmp_path / "a.tsv"), "-q")
+    run("merge-counts", str(tmp_path / "a.tsv"), str(tmp_path / "a.tsv"), "-o", str(tmp_path / "m.tsv"), "-q")
+    run("train", str(tmp_path / "m.tsv"), "--from-counts", "--vocab-size", "270", "-o", str(tmp_path / "t.json"), "-q")
+    out = run("train", str(tmp_path / "a.txt"), "--vocab-size", "262", "--trace", "-o", str(tmp_path / "t2.json"), "-q").stdout
+    assert out.splitlines()[0].split() == ["step", "pair", "count", "corpus"]
+    assert len(out.splitlines()) == 1 + 6
