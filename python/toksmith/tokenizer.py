@@ -164,6 +164,49 @@ class Tokenizer:
         with _text_errors():
             return self._model.encode_batch(texts, [self.special_tokens[s] for s in allowed], num_threads)
 
+    # ------------------------------------------------------------------ counting and budgets
+
+    def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+              disallowed_special: AllowedSpecial = "all") -> int:
+        """The number of tokens ``encode`` would give, without building the list."""
+        allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if self._pipeline is not None:
+            return len(self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=False))
+        with _text_errors():
+            return self._model.count(text, [self.special_tokens[s] for s in allowed])
+
+    def count_till_limit(self, text: str, limit: int, *, allowed_special: AllowedSpecial = frozenset(),
+                         disallowed_special: AllowedSpecial = "all") -> int | None:
+        """The number of tokens if it is at most ``limit``, else None; encoding stops as soon as
+        the limit is passed, so a huge text over a small limit costs little."""
+        if not isinstance(limit, int) or limit < 0:
+            raise EncodeError(f"limit must be a non-negative int, not {limit!r}")
+        allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if self._pipeline is not None:
+            n = len(self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=False))
+            return n if n <= limit else None
+        with _text_errors():
+            return self._model.count_till_limit(text, [self.special_tokens[s] for s in allowed], limit)
+
+    def truncate(self, text: str, max_tokens: int, *, allowed_special: AllowedSpecial = frozenset(),
+                 disallowed_special: AllowedSpecial = "all") -> str:
+        """The longest prefix of ``text``, cut at a character boundary, that encodes to at most
+        ``max_tokens`` tokens (the prefix is re-encoded on its own, so the bound holds exactly)."""
+        if not isinstance(max_tokens, int) or max_tokens < 0:
+            raise EncodeError(f"max_tokens must be a non-negative int, not {max_tokens!r}")
+        kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+        if self.count_till_limit(text, max_tokens, **kwargs) is not None:
+            return text
+        ids = self.encode(text, **kwargs)[:max_tokens]
+        # Characters fully covered by the first max_tokens tokens.
+        end = len(self.decode_bytes(ids).decode("utf-8", errors="ignore"))
+        end = min(end, len(text))
+        # Encoding a prefix alone can differ from the prefix of the encoding at the cut (the
+        # pre-tokenizer sees the text end); back off a character at a time until it fits.
+        while end > 0 and self.count_till_limit(text[:end], max_tokens, **kwargs) is None:
+            end -= 1
+        return text[:end]
+
     def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
         """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
         if not isinstance(text, str):
@@ -222,6 +265,67 @@ class Tokenizer:
             ) from None
         except LookupError:
             raise DecodeError(f"unknown errors={errors!r}; use 'replace' or 'strict' (or another codec error handler)") from None
+
+    def stream_decoder(self) -> "StreamDecoder":
+        """A decoder for ids that arrive one at a time (e.g. from a model generating text):
+        ``feed(id)`` returns only complete characters, ``flush()`` the rest. The text emitted
+        equals ``decode`` of the whole sequence."""
+        return StreamDecoder(self)
+
+    # ------------------------------------------------------------------ offsets and arrays
+
+    def encode_with_offsets(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+                            disallowed_special: AllowedSpecial = "all") -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]]:
+        """Ids with the span of each token in ``text``: ``(ids, byte_spans, char_spans)``.
+
+        Byte spans (into ``text.encode()``) tile the input and hold exactly the token's bytes.
+        A character split between tokens (a byte-level token can hold part of a character)
+        belongs to the char span of every token holding one of its bytes.
+        """
+        if self._pipeline is not None:
+            raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith or "
+                              "tiktoken); this tokenizer's pipeline changes the text before the model")
+        ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        lengths = self._token_lengths()
+        # Byte offset -> index of the character holding that byte.
+        data = text.encode("utf-8")
+        char_of_byte = []
+        for i, c in enumerate(text):
+            char_of_byte.extend([i] * len(c.encode("utf-8")))
+        char_of_byte.append(len(text))
+        byte_spans, char_spans = [], []
+        pos = 0
+        for i in ids:
+            end = pos + lengths[i]
+            byte_spans.append((pos, end))
+            char_spans.append((char_of_byte[pos], char_of_byte[end - 1] + 1 if end > pos else char_of_byte[pos]))
+            pos = end
+        if pos != len(data):
+            raise EncodeError("internal mismatch between token bytes and text; please report this input")
+        return ids, byte_spans, char_spans
+
+    def _token_lengths(self) -> dict[int, int]:
+        if not hasattr(self, "_lengths"):
+            self._lengths = {i: len(b) for i, b in self._tokens.items()}
+            for s, i in self.special_tokens.items():
+                self._lengths[i] = len(s.encode("utf-8"))
+        return self._lengths
+
+    def encode_to_numpy(self, text_or_texts, *, dtype="uint32", num_threads: int | None = None,
+                        allowed_special: AllowedSpecial = frozenset(), disallowed_special: AllowedSpecial = "all"):
+        """Ids as a numpy array (``uint16`` or ``uint32``): one array for a str, a list of arrays
+        for a list of str (encoded in parallel)."""
+        import numpy as np
+
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype("uint16"), np.dtype("uint32")):
+            raise EncodeError(f"dtype must be uint16 or uint32, not {dtype}")
+        if self.vocab_size > np.iinfo(dtype).max + 1:
+            raise EncodeError(f"{self.vocab_size} ids do not fit in {dtype}; use dtype='uint32'")
+        kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+        if isinstance(text_or_texts, str):
+            return np.asarray(self.encode(text_or_texts, **kwargs), dtype=dtype)
+        return [np.asarray(ids, dtype=dtype) for ids in self.encode_batch(text_or_texts, num_threads=num_threads, **kwargs)]
 
     # ------------------------------------------------------------------ vocabulary
 
@@ -365,3 +469,44 @@ class _text_errors:
                 f"text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')"
             ) from None
         return False
+
+
+class StreamDecoder:
+    """Decodes ids one at a time, emitting only complete characters.
+
+    Byte-level tokenizers: the bytes go through an incremental UTF-8 decoder with
+    ``errors="replace"``, which gives exactly what ``bytes.decode(errors="replace")`` gives for
+    the whole sequence. Pipeline tokenizers (byte fallback, Metaspace): the ids since the last
+    emitted character are decoded with and without the new id, and the new text is emitted once
+    it does not end in an incomplete character.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        import codecs
+
+        self._tok = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._ids: list[int] = []  # pipeline mode: ids not yet fully emitted
+        self._prefix = 0  # how many of self._ids form the context already emitted
+        self._emitted_len = 0
+
+    def feed(self, id: int) -> str:
+        if self._tok.pipeline is None:
+            return self._utf8.decode(self._tok.token_bytes(id))
+        self._ids.append(id)
+        text = self._tok.decode(self._ids)
+        if text.endswith("\ufffd"):
+            return ""  # maybe an incomplete byte sequence: wait for more ids
+        new = text[self._emitted_len:]
+        # Keep the last emitted token as context (decoders treat the first token specially).
+        self._ids = self._ids[-1:]
+        self._emitted_len = len(self._tok.decode(self._ids))
+        return new
+
+    def flush(self) -> str:
+        if self._tok.pipeline is None:
+            return self._utf8.decode(b"", final=True)
+        text = self._tok.decode(self._ids) if self._ids else ""
+        rest = text[self._emitted_len:]
+        self._ids, self._emitted_len = [], 0
+        return rest

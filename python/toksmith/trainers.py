@@ -20,7 +20,7 @@ from .patterns import resolve
 from .sources import iter_texts
 from .tokenizer import Tokenizer
 
-BATCH_CHARS = 1 << 23  # texts are handed to Rust in batches of about this many characters
+BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters (2 Mi)
 MERGES_PER_STEP = 256  # merges learned between two progress updates
 
 
@@ -100,7 +100,7 @@ def train(
             read_counts(trainer, source, show_progress)
         else:
             count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
-                         show_progress=show_progress)
+                         show_progress=show_progress, overlap=num_threads != 1)
         trainer.start("byte", min_frequency, max_token_length)
     merges = learn(trainer, vocab_size - minimum, show_progress)
     return _assemble(merges, regex, pattern_name, specials, special_tokens_position,
@@ -138,31 +138,48 @@ class _NoBar:
         pass
 
 
-def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", show_progress=False) -> None:
-    """Streams ``source`` into the trainer's chunk counts, in batches."""
+def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", show_progress=False,
+                 overlap: bool = True) -> None:
+    """Streams ``source`` into the trainer's chunk counts, in batches.
+
+    With ``overlap``, the next batch is read (and decoded) while Rust counts the previous one
+    with the GIL released: reading stops being a serial phase when more than one core is used.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
+    pending = None  # the batch being counted in the background
+
+    def finish_pending():
+        if pending is not None:
+            pending.result()
+            unique, _, runs = trainer.memory_stats()
+            bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
+
     batch: list[str] = []
     size = 0
-
-    def flush():
-        _add(trainer, batch)
-        unique, mem, runs = trainer.memory_stats()
-        bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
-
-    try:
-        for text in iter_texts(source, text_field=text_field):
-            if max_chars_per_doc is not None:
-                text = text[:max_chars_per_doc]
-            batch.append(text)
-            size += len(text)
-            bar.update(len(text.encode("utf-8", "surrogatepass")))
-            if size >= BATCH_CHARS:
-                flush()
-                batch, size = [], 0
-        if batch:
-            flush()
-    finally:
-        bar.close()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            for text in iter_texts(source, text_field=text_field):
+                if max_chars_per_doc is not None:
+                    text = text[:max_chars_per_doc]
+                batch.append(text)
+                size += len(text)
+                if show_progress:
+                    bar.update(len(text.encode("utf-8", "surrogatepass")))
+                if size >= BATCH_CHARS:
+                    finish_pending()
+                    if overlap:
+                        pending = pool.submit(_add, trainer, batch)
+                    else:
+                        _add(trainer, batch)
+                    batch, size = [], 0
+            finish_pending()
+            pending = None
+            if batch:
+                _add(trainer, batch)
+        finally:
+            bar.close()
 
 
 def read_counts(trainer, source, show_progress=False) -> None:

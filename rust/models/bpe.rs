@@ -241,17 +241,39 @@ impl BpeModel {
     /// Encodes `text`, mapping the special tokens for which `allowed(id)` holds to their ids.
     pub fn encode(&self, text: &str, allowed: impl Fn(u32) -> bool) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3);
+        self.encode_until(text, allowed, usize::MAX, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes `text` into `out` but stops as soon as `out` holds more than `limit` ids.
+    /// Returns whether the whole text was encoded within the limit.
+    pub fn encode_until(&self, text: &str, allowed: impl Fn(u32) -> bool, limit: usize, out: &mut Vec<u32>) -> Result<bool> {
         let mut result = Ok(());
+        let mut scratch = Vec::new();
         self.specials.split(text, allowed, |piece| {
-            if result.is_err() {
+            if result.is_err() || out.len() > limit {
                 return;
             }
             match piece {
                 Piece::Special(id) => out.push(id),
-                Piece::Text(t) => result = self.encode_text(t, &mut out),
+                Piece::Text(t) => match &self.pretokenizer {
+                    None => result = self.encode_chunk(t.as_bytes(), out, &mut scratch),
+                    Some(p) => {
+                        // Stopping early: the pre-tokenizer is driven chunk by chunk and the
+                        // callback ignores the rest once the limit is passed.
+                        let r = p.for_each_chunk(t, |chunk| {
+                            if result.is_ok() && out.len() <= limit {
+                                result = self.encode_chunk(chunk.as_bytes(), out, &mut scratch);
+                            }
+                        });
+                        if result.is_ok() {
+                            result = r;
+                        }
+                    }
+                },
             }
         });
-        result.map(|_| out)
+        result.map(|_| out.len() <= limit)
     }
 
     /// Encodes pieces that the caller already pre-tokenized: each one is one chunk.

@@ -8,7 +8,7 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
-use crate::train::bpe::{byte_words, char_words, count_chunks, ChunkCounts, MergeLearner};
+use crate::train::bpe::{char_words, count_chunks, ChunkCounts, MergeLearner};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use std::path::PathBuf;
 use pyo3::prelude::*;
@@ -125,6 +125,24 @@ impl PyBpeModel {
     fn encode(&self, py: Python<'_>, text: &str, allowed: Vec<u32>) -> PyResult<Vec<u32>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
         py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id))))
+    }
+
+    /// Number of tokens of `text`, without building a Python list.
+    fn count(&self, py: Python<'_>, text: &str, allowed: Vec<u32>) -> PyResult<usize> {
+        let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id)).map(|ids| ids.len())))
+    }
+
+    /// Number of tokens of `text` if it is at most `limit`; None as soon as it passes the limit.
+    fn count_till_limit(&self, py: Python<'_>, text: &str, allowed: Vec<u32>, limit: usize) -> PyResult<Option<usize>> {
+        let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        py.allow_threads(|| {
+            guard(|| {
+                let mut out = Vec::new();
+                let within = self.inner.encode_until(text, |id| allowed.contains(&id), limit, &mut out)?;
+                Ok(within.then_some(out.len()))
+            })
+        })
     }
 
     #[pyo3(signature = (texts, allowed, num_threads=None))]
@@ -252,13 +270,18 @@ impl PyBpeTrainer {
         let counts = &mut self.counts;
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
-                let mut table = ChunkCounts::default();
-                counts.drain_sorted(|k, v| {
-                    table.insert(k, v);
-                })?;
                 match level {
-                    "byte" => Ok((MergeLearner::new(byte_words(&table), 256, vec![1; 256], min_frequency, max_token_length)?, None)),
+                    "byte" => {
+                        // Words straight from the sorted stream: no second table in memory.
+                        let mut words = Vec::new();
+                        counts.drain_sorted(|k, v| words.push((k.iter().map(|&b| b as u32).collect(), v)))?;
+                        Ok((MergeLearner::new(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
+                    }
                     "char" => {
+                        let mut table = ChunkCounts::default();
+                        counts.drain_sorted(|k, v| {
+                            table.insert(k, v);
+                        })?;
                         let (alphabet, words) = char_words(&table, limit_alphabet, end_of_word_suffix)?;
                         drop(table);
                         // The end-of-word suffix does not count towards max_token_length.

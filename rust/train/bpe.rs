@@ -122,7 +122,8 @@ fn char_symbols<'a>(text: &'a str, suffix: &'a str) -> impl Iterator<Item = Stri
 pub struct MergeLearner {
     words: Vec<Vec<u32>>,
     freq: Vec<u64>,
-    pair_counts: FxHashMap<Pair, u64>,
+    /// Signed: within one merge a pair can be decremented before it is incremented.
+    pair_counts: FxHashMap<Pair, i64>,
     where_: FxHashMap<Pair, Vec<u32>>,
     heap: BinaryHeap<(u64, Reverse<Pair>)>,
     merges: Vec<Pair>,
@@ -146,18 +147,18 @@ impl MergeLearner {
             ));
         }
         let (words, freq): (Vec<Vec<u32>>, Vec<u64>) = words.into_iter().unzip();
-        let mut pair_counts: FxHashMap<Pair, u64> = FxHashMap::default();
+        let mut pair_counts: FxHashMap<Pair, i64> = FxHashMap::default();
         let mut where_: FxHashMap<Pair, Vec<u32>> = FxHashMap::default();
         for (w, word) in words.iter().enumerate() {
             for p in word.windows(2) {
                 if p[0] == BARRIER || p[1] == BARRIER {
                     continue;
                 }
-                *pair_counts.entry((p[0], p[1])).or_insert(0) += freq[w];
+                *pair_counts.entry((p[0], p[1])).or_insert(0) += freq[w] as i64;
                 where_.entry((p[0], p[1])).or_default().push(w as u32);
             }
         }
-        let heap = pair_counts.iter().map(|(&p, &c)| (c, Reverse(p))).collect();
+        let heap = pair_counts.iter().map(|(&p, &c)| (c as u64, Reverse(p))).collect();
         Ok(MergeLearner {
             words,
             freq,
@@ -206,7 +207,7 @@ impl MergeLearner {
     /// would be longer than `max_token_length`.
     fn best_pair(&mut self) -> Option<(Pair, u64)> {
         while let Some((count, Reverse(pair))) = self.heap.pop() {
-            if self.pair_counts.get(&pair).copied() != Some(count) {
+            if self.pair_counts.get(&pair).copied() != Some(count as i64) {
                 continue;
             }
             if count < self.min_frequency {
@@ -232,28 +233,38 @@ impl MergeLearner {
         let mut affected = self.where_.remove(&pair).unwrap_or_default();
         affected.sort_unstable();
         affected.dedup();
-        let mut changed: FxHashSet<Pair> = FxHashSet::default();
+        // Only the pairs around each occurrence change: (left, a) and (b, right) become
+        // (left, new) and (new, right). The left neighbour is read from the merged output, so
+        // back-to-back occurrences ("a b a b") are counted right.
+        let mut changed: Vec<Pair> = Vec::new();
+        let (a, b) = pair;
+        let mut merged: Vec<u32> = Vec::new();
         for &w in &affected {
-            let word = &mut self.words[w as usize];
+            let mut word = std::mem::take(&mut self.words[w as usize]);
             if !word.windows(2).any(|p| (p[0], p[1]) == pair) {
-                continue;
+                self.words[w as usize] = word;
+                continue; // stale: an earlier merge already consumed the pair here
             }
-            let f = self.freq[w as usize];
-            // Remove the word's old pairs, merge, add its new pairs: exact and simple, and
-            // words (chunks) are short.
-            for p in word.windows(2) {
-                if p[0] == BARRIER || p[1] == BARRIER {
-                    continue;
-                }
-                if let Some(c) = self.pair_counts.get_mut(&(p[0], p[1])) {
-                    *c -= f;
-                }
-                changed.insert((p[0], p[1]));
-            }
-            let mut merged = Vec::with_capacity(word.len());
+            let f = self.freq[w as usize] as i64;
+            merged.clear();
             let mut i = 0;
             while i < word.len() {
-                if i + 1 < word.len() && (word[i], word[i + 1]) == pair {
+                if i + 1 < word.len() && word[i] == a && word[i + 1] == b {
+                    if let Some(&left) = merged.last() {
+                        if left != BARRIER {
+                            self.add(&mut changed, (left, a), -f);
+                            self.add(&mut changed, (left, new_id), f);
+                            self.where_.entry((left, new_id)).or_default().push(w);
+                        }
+                    }
+                    if let Some(&right) = word.get(i + 2) {
+                        if right != BARRIER {
+                            self.add(&mut changed, (b, right), -f);
+                            self.add(&mut changed, (new_id, right), f);
+                            self.where_.entry((new_id, right)).or_default().push(w);
+                        }
+                    }
+                    self.add(&mut changed, pair, -f);
                     merged.push(new_id);
                     i += 2;
                 } else {
@@ -261,29 +272,25 @@ impl MergeLearner {
                     i += 1;
                 }
             }
-            *word = merged;
-            for p in word.windows(2) {
-                if p[0] == BARRIER || p[1] == BARRIER {
-                    continue;
-                }
-                let key = (p[0], p[1]);
-                *self.pair_counts.entry(key).or_insert(0) += f;
-                if p[0] == new_id || p[1] == new_id {
-                    self.where_.entry(key).or_default().push(w);
-                }
-                changed.insert(key);
-            }
+            word.clear();
+            word.extend_from_slice(&merged);
+            self.words[w as usize] = word;
         }
-        let mut changed: Vec<Pair> = changed.into_iter().collect();
         changed.sort_unstable();
+        changed.dedup();
         for key in changed {
             match self.pair_counts.get(&key).copied() {
-                Some(0) | None => {
+                Some(c) if c > 0 => self.heap.push((c as u64, Reverse(key))),
+                _ => {
                     self.pair_counts.remove(&key);
                 }
-                Some(c) => self.heap.push((c, Reverse(key))),
             }
         }
+    }
+
+    fn add(&mut self, changed: &mut Vec<Pair>, key: Pair, delta: i64) {
+        *self.pair_counts.entry(key).or_insert(0) += delta;
+        changed.push(key);
     }
 }
 

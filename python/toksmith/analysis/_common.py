@@ -33,8 +33,10 @@ def named_tokenizers(tokenizers) -> list[tuple[str, object]]:
     specs (strings, loaded with ``toksmith.load``) or ``(name, tokenizer)`` pairs. Names that
     would repeat get a ``#2``, ``#3`` suffix.
 
-    >>> [n for n, _ in named_tokenizers({"a": object(), "b": object()})]
-    ['a', 'b']
+    >>> import toksmith
+    >>> tok = toksmith.train(["a b"] * 5, vocab_size=257)
+    >>> [n for n, _ in named_tokenizers([("a", tok), ("a", tok), tok])]
+    ['a', 'a#2', 'tokenizer3']
     """
     if isinstance(tokenizers, Mapping):
         items = [(str(k), v) for k, v in tokenizers.items()]

