@@ -1,0 +1,95 @@
+"""count, count_till_limit, truncate, streaming decode, offsets, numpy output."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toksmith
+
+TEXTS = ["Hello, world! Grüße 世界 😀👍🏽 12345", "def f(x):\n    return x  # 注释\n", " " * 50 + "x", ""]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return toksmith.train(TEXTS * 20 + ["the quick brown fox jumps over the lazy dog " * 20], vocab_size=400,
+                          special_tokens=["<|endoftext|>"])
+
+
+def test_count_matches_encode(tok):
+    for text in TEXTS:
+        assert tok.count(text) == len(tok.encode(text))
+    assert tok.count("a<|endoftext|>", allowed_special="all") == len(tok.encode("a<|endoftext|>", allowed_special="all"))
+    with pytest.raises(toksmith.SpecialTokenError):
+        tok.count("<|endoftext|>")
+
+
+def test_count_till_limit(tok):
+    text = "the quick brown fox " * 100
+    n = tok.count(text)
+    assert tok.count_till_limit(text, n) == n
+    assert tok.count_till_limit(text, n + 5) == n
+    assert tok.count_till_limit(text, n - 1) is None
+    assert tok.count_till_limit("", 0) == 0
+    with pytest.raises(toksmith.EncodeError):
+        tok.count_till_limit(text, -1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200), max_tokens=st.integers(0, 60))
+def test_truncate_fits_the_budget(tok, text, max_tokens):
+    cut = tok.truncate(text, max_tokens, disallowed_special=())
+    assert text.startswith(cut)
+    assert tok.count(cut, disallowed_special=()) <= max_tokens
+    if tok.count(text, disallowed_special=()) <= max_tokens:
+        assert cut == text
+
+
+def test_truncate_keeps_as_much_as_fits(tok):
+    text = "the quick brown fox jumps over the lazy dog " * 30
+    for budget in (1, 7, 50, 120):
+        cut = tok.truncate(text, budget)
+        assert tok.count(cut) <= budget
+        # One more character would pass the budget (plain English: no re-segmentation surprises).
+        assert tok.count(text[:len(cut) + 1]) > budget
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_stream_decoder_equals_decode(tok, data):
+    ids = data.draw(st.lists(st.integers(0, tok.vocab_size - 1), max_size=60))
+    dec = tok.stream_decoder()
+    streamed = "".join(dec.feed(i) for i in ids) + dec.flush()
+    assert streamed == tok.decode(ids)
+
+
+def test_stream_decoder_emits_only_complete_characters(tok):
+    ids = tok.encode_ordinary("世界😀")
+    dec = tok.stream_decoder()
+    pieces = [dec.feed(i) for i in ids]
+    assert all("\ufffd" not in p for p in pieces)
+    assert "".join(pieces) + dec.flush() == "世界😀"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_offsets_tile_the_input(tok, text):
+    ids, byte_spans, char_spans = tok.encode_with_offsets(text)
+    data = text.encode("utf-8")
+    assert ids == tok.encode(text)
+    pos = 0
+    for i, (start, end) in zip(ids, byte_spans):
+        assert start == pos and data[start:end] == tok.token_bytes(i)
+        pos = end
+    assert pos == len(data)
+    for (cs, ce), (bs, be) in zip(char_spans, byte_spans):
+        assert text[cs:ce].encode("utf-8").find(data[bs:be]) >= 0
+
+
+def test_encode_to_numpy(tok):
+    np = pytest.importorskip("numpy")
+    arr = tok.encode_to_numpy(TEXTS[0], dtype="uint16")
+    assert arr.dtype == np.uint16 and arr.tolist() == tok.encode(TEXTS[0])
+    arrays = tok.encode_to_numpy(TEXTS, dtype=np.uint32)
+    assert [a.tolist() for a in arrays] == [tok.encode(t) for t in TEXTS]
+    with pytest.raises(toksmith.EncodeError, match="dtype"):
+        tok.encode_to_numpy("x", dtype="int8")
