@@ -77,6 +77,24 @@ def _split_specials(text: str, specials: dict[str, int]) -> list[str]:
     return re.split("|".join(map(re.escape, sorted(specials, key=len, reverse=True))), text)
 
 
+def _cmd_extend(args: argparse.Namespace) -> None:
+    base = toksmith.load(args.base)
+    corpus = _train_source(args.corpus)
+    extended = base.extend(corpus, add=args.add, min_frequency=args.min_frequency, num_threads=args.threads,
+                           max_memory=args.max_memory, text_field=args.text_field, show_progress=not args.quiet)
+    extended.save(args.output)
+    if not args.quiet:
+        from toksmith.sources import iter_texts
+
+        before = after = 0
+        for text in iter_texts(corpus, text_field=args.text_field):
+            before += base.count(text, disallowed_special=())
+            after += extended.count(text, disallowed_special=())
+        print(f"added {extended.vocab_size - base.vocab_size} tokens (ids {base.vocab_size}..{extended.vocab_size - 1}); "
+              f"the domain corpus: {before:,} -> {after:,} tokens ({100 * (1 - after / max(before, 1)):.1f}% fewer); "
+              f"saved to {args.output}", file=sys.stderr)
+
+
 def _cmd_count(args: argparse.Namespace) -> None:
     from toksmith.trainers import count
 
@@ -166,6 +184,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true", help="print the merge table: step, pair, count, corpus after the merge (small corpora)")
     p.add_argument("-o", "--output", required=True, help="where to save the tokenizer (.json)")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("extend", help="add domain tokens to an existing tokenizer, keeping every id",
+                       description="Learn new merges from a domain corpus on top of an existing byte-level BPE tokenizer; "
+                                   "every existing id, merge and special token stays the same.")
+    p.add_argument("base", help="the tokenizer to extend (a toksmith file, a tiktoken name or file)")
+    p.add_argument("--corpus", nargs="+", required=True, help="domain text: files, directories or globs")
+    p.add_argument("--add", type=int, required=True, help="how many merges (new tokens) to learn")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--max-memory", default=None)
+    p.add_argument("--text-field", default="text")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-o", "--output", required=True, help="where to save the extended tokenizer")
+    p.set_defaults(func=_cmd_extend)
 
     p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode.")
     p.add_argument("files", nargs="+", help="text files, directories or globs")

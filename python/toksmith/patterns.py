@@ -18,6 +18,17 @@ _ALIASES = {
 }
 
 
+#: SuperBPE's stage-2 pre-tokenization: whitespace (newlines included) no longer separates
+#: chunks, so merges can build superwords (", and the", " by the way"). Chunks still break at
+#: digits (groups of up to three, as in o200k) and at runs of two or more punctuation marks or
+#: symbols ("...", "->", "**"), which stand alone; a single mark stays inside the chunk.
+SUPERBPE_PATTERN = (
+    r"\p{N}{1,3}"
+    r"|[^\s\p{L}\p{M}\p{N}]{2,}"
+    r"|(?:[^\s\p{L}\p{M}\p{N}](?![^\s\p{L}\p{M}\p{N}])|[\s\p{L}\p{M}])+"
+)
+
+
 def resolve(pattern: str) -> tuple[str | None, str]:
     """Returns ``(name or None, regex)`` for a pattern name or a custom regex string.
 
@@ -32,6 +43,8 @@ def resolve(pattern: str) -> tuple[str | None, str]:
         raise InvalidPatternError(
             f"pattern must be a name ({', '.join(PATTERN_NAMES)}) or a regex string, not {type(pattern).__name__}"
         )
+    if pattern == "superbpe":
+        return "superbpe", SUPERBPE_PATTERN
     name = _ALIASES.get(pattern)
     return name, _core.pattern_regex(name) if name else pattern
 

@@ -120,6 +120,9 @@ class Tokenizer:
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: AllowedSpecial = "all",
         add_special_tokens: bool = True,
+        dropout: float | None = None,
+        seed: int | None = None,
+        dropout_mode: str = "all",
     ) -> list[int]:
         """Encodes ``text`` into ids.
 
@@ -128,12 +131,30 @@ class Tokenizer:
         id) or left out of ``disallowed_special`` (then it is encoded as plain text).
         ``add_special_tokens``: for loaded tokenizers with a post-processor (BERT's ``[CLS]``,
         Llama's ``<s>``), whether to add its template tokens.
+        ``dropout``: BPE-dropout, a training-time augmentation: every merge step skips each
+        candidate merge with this probability (``dropout_mode="superword"``: only merges whose
+        token spans whitespace, for SuperBPE). ``seed`` makes it reproducible.
         """
         allowed = self._check_specials(text, allowed_special, disallowed_special)
+        if dropout is not None:
+            return self._encode_dropout(text, allowed, dropout, seed, dropout_mode)
         if self._pipeline is not None:
             return self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=add_special_tokens)
         with _text_errors():
             return self._model.encode(text, [self.special_tokens[s] for s in allowed])
+
+    def _encode_dropout(self, text: str, allowed: frozenset[str], p: float, seed: int | None, mode: str) -> list[int]:
+        if self._pipeline is not None:
+            raise EncodeError("dropout is available for byte-level BPE tokenizers (trained by toksmith or tiktoken)")
+        if not 0.0 <= p <= 1.0:
+            raise EncodeError(f"dropout must be between 0 and 1, not {p!r}")
+        if mode not in ("all", "superword"):
+            raise EncodeError(f"dropout_mode must be 'all' or 'superword', not {mode!r}")
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        with _text_errors():
+            return self._model.encode_dropout(text, [self.special_tokens[s] for s in allowed], p, seed & (2**64 - 1),
+                                              mode == "superword")
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes ``text`` treating special-token strings as plain text (no template tokens)."""
@@ -358,6 +379,17 @@ class Tokenizer:
             return self._id_of_bytes.get(token_to_bytes(token))
         except KeyError:
             return None
+
+    # ------------------------------------------------------------------ adaptation
+
+    def extend(self, source, *, add: int, **options) -> "Tokenizer":
+        """A new tokenizer with ``add`` merges learned from ``source`` (as in :func:`toksmith.train`)
+        on top of this one; every existing id, merge and special token stays the same.
+        Options: ``min_frequency``, ``max_token_length``, ``num_threads``, ``max_memory``,
+        ``text_field``, ``show_progress``."""
+        from .trainers import extend
+
+        return extend(self, source, add=add, **options)
 
     # ------------------------------------------------------------------ files
 

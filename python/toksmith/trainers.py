@@ -56,6 +56,10 @@ def train(
     text_field: str = "text",
     from_counts: bool = False,
     show_progress: bool = False,
+    transition: int | None = None,
+    stage2_pattern: str = "superbpe",
+    max_words_per_token: int | None = 4,
+    forbidden_patterns: Iterable[str] = (),
 ) -> Tokenizer:
     """Trains a byte-level BPE tokenizer on ``source`` and returns it.
 
@@ -63,6 +67,10 @@ def train(
       .jsonl/.parquet take the ``text_field`` column), a list of ``pathlib.Path``, or any
       iterable of str (each item is one text). With ``from_counts=True``: counts files written by
       ``toksmith count`` (TSV ``chunk<TAB>count``).
+    - ``algorithm``: ``"bpe"``, or ``"superbpe"`` (Liu et al., 2025): ordinary BPE up to the
+      vocabulary size ``transition``, then training goes on with ``stage2_pattern``, which does
+      not split at whitespace, so tokens can span words (at most ``max_words_per_token`` words,
+      none matching a regex of ``forbidden_patterns``). Encoding uses ``stage2_pattern``.
     - ``vocab_size``: total ids, counting the 256 byte tokens and the special tokens.
     - ``pattern``: ``"gpt2"``, ``"cl100k"``, ``"o200k"`` or a regex string.
     - ``special_tokens``: reserved at ids ``0..k-1`` (``special_tokens_position="first"``) or
@@ -77,8 +85,9 @@ def train(
     Ties between pairs with the same count go to the pair of earliest-created tokens (smallest
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
-    if algorithm != "bpe":
-        raise TrainingError(f"algorithm={algorithm!r} is not available; this version trains 'bpe' (byte-level BPE)")
+    if algorithm not in ("bpe", "superbpe"):
+        raise TrainingError(f"algorithm={algorithm!r} is not available; this version trains 'bpe' and 'superbpe' "
+                            f"(byte-level)")
     specials = _check_specials(special_tokens, special_tokens_position)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
@@ -92,19 +101,58 @@ def train(
         raise TrainingError(f"min_frequency must be an int >= 1, not {min_frequency!r}")
     if max_token_length is not None and (not isinstance(max_token_length, int) or max_token_length < 2):
         raise TrainingError(f"max_token_length must be an int >= 2 (or None), not {max_token_length!r}")
+    if algorithm == "superbpe":
+        if not isinstance(transition, int) or not minimum <= transition <= vocab_size:
+            raise TrainingError(f"superbpe needs transition= (the vocabulary size where stage 2 starts) between "
+                                f"{minimum} and vocab_size={vocab_size}, not {transition!r}")
+        if from_counts:
+            raise TrainingError("superbpe counts the corpus with two patterns; train it from the text, not from counts")
     pattern_name, regex = resolve(pattern)
+    settings = {"min_frequency": min_frequency, "max_token_length": max_token_length}
 
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
-        trainer = _core.BpeTrainer(regex, specials, num_threads, parse_memory(max_memory), spill_dir)
+        memory = parse_memory(max_memory)
+        trainer = _core.BpeTrainer(regex, specials, num_threads, memory, os.path.join(spill_dir, "1"))
+        trainers = [trainer]
+        if algorithm == "superbpe":
+            stage2_name, stage2_regex = resolve(stage2_pattern)
+            trainers.append(_core.BpeTrainer(stage2_regex, specials, num_threads, memory, os.path.join(spill_dir, "2")))
         if from_counts:
             read_counts(trainer, source, show_progress)
         else:
-            count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
+            count_source(trainers, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                          show_progress=show_progress, overlap=num_threads != 1)
         trainer.start("byte", min_frequency, max_token_length)
-    merges = learn(trainer, vocab_size - minimum, show_progress)
-    return _assemble(merges, regex, pattern_name, specials, special_tokens_position,
-                     {"min_frequency": min_frequency, "max_token_length": max_token_length})
+        if algorithm == "bpe":
+            merges = learn(trainer, vocab_size - minimum, show_progress)
+            return _assemble(merges, regex, pattern_name, specials, special_tokens_position, settings)
+        # SuperBPE: stage 1 up to the transition, then stage 2 continues from those merges.
+        merges = learn(trainer, transition - minimum, show_progress)
+        stage2 = trainers[1]
+        token_bytes = _internal_token_bytes(merges)
+        stage2.start_from(list(enumerate(token_bytes)), merges, len(token_bytes), min_frequency, max_token_length,
+                          max_words_per_token, list(forbidden_patterns))
+        merges = merges + learn(stage2, vocab_size - transition, show_progress)
+    settings.update(algorithm="superbpe", transition=transition, stage1_pattern=regex,
+                    max_words_per_token=max_words_per_token, forbidden_patterns=list(forbidden_patterns))
+    return _assemble(merges, stage2_regex, stage2_name, specials, special_tokens_position, settings)
+
+
+def count_words_in_token(token: bytes) -> int:
+    """Words in a token: runs of non-whitespace bytes (the rule of ``max_words_per_token``).
+
+    >>> count_words_in_token(b" by the way"), count_words_in_token(b", and")
+    (3, 2)
+    """
+    return len(token.split())
+
+
+def _internal_token_bytes(merges) -> list[bytes]:
+    """Token bytes for training's internal ids: bytes 0-255, then merge k as id 256 + k."""
+    token_bytes = [bytes([b]) for b in range(256)]
+    for left, right in merges:
+        token_bytes.append(token_bytes[left] + token_bytes[right])
+    return token_bytes
 
 
 def _check_specials(special_tokens: Iterable[str], position: str) -> list[str]:
@@ -138,9 +186,10 @@ class _NoBar:
         pass
 
 
-def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", show_progress=False,
+def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text", show_progress=False,
                  overlap: bool = True) -> None:
-    """Streams ``source`` into the trainer's chunk counts, in batches.
+    """Streams ``source`` into the chunk counts of one trainer, or of several (one pass over the
+    source for all of them), in batches.
 
     With ``overlap``, the next batch is read (and decoded) while Rust counts the previous one
     with the GIL released: reading stops being a serial phase when more than one core is used.
@@ -148,12 +197,18 @@ def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", 
     from concurrent.futures import ThreadPoolExecutor
 
     bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
+    if not isinstance(trainers, (list, tuple)):
+        trainers = [trainers]
     pending = None  # the batch being counted in the background
+
+    def add_all(batch):
+        for trainer in trainers:
+            _add(trainer, batch)
 
     def finish_pending():
         if pending is not None:
             pending.result()
-            unique, _, runs = trainer.memory_stats()
+            unique, _, runs = trainers[0].memory_stats()
             bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
 
     batch: list[str] = []
@@ -170,14 +225,14 @@ def count_source(trainer, source, *, max_chars_per_doc=None, text_field="text", 
                 if size >= BATCH_CHARS:
                     finish_pending()
                     if overlap:
-                        pending = pool.submit(_add, trainer, batch)
+                        pending = pool.submit(add_all, batch)
                     else:
-                        _add(trainer, batch)
+                        add_all(batch)
                     batch, size = [], 0
             finish_pending()
             pending = None
             if batch:
-                _add(trainer, batch)
+                add_all(batch)
         finally:
             bar.close()
 
@@ -219,9 +274,7 @@ def _add(trainer, batch: list[str]) -> None:
 
 def _assemble(merges, regex, pattern_name, specials, position, settings) -> Tokenizer:
     """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges)."""
-    token_bytes = [bytes([b]) for b in range(256)]
-    for left, right in merges:
-        token_bytes.append(token_bytes[left] + token_bytes[right])
+    token_bytes = _internal_token_bytes(merges)
     offset = len(specials) if position == "first" else 0
     tokens = {i + offset: b for i, b in enumerate(token_bytes)}
     first_special = 0 if position == "first" else len(token_bytes)
@@ -277,3 +330,32 @@ def _write_counts(trainer, output) -> int:
             os.unlink(tmp)
         raise
     return n
+
+
+def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, max_token_length: int | None = None,
+           num_threads: int | None = None, max_memory: int | str | None = None, text_field: str = "text",
+           show_progress: bool = False) -> Tokenizer:
+    """Learns ``add`` new merges from a domain corpus on top of a byte-level BPE tokenizer and
+    returns the extended tokenizer. Every existing id, merge and special token stays as it was:
+    the corpus is first segmented with the existing merges, and new tokens get ids after the
+    largest existing id. A merge never recreates a token that already exists."""
+    if tokenizer.pipeline is not None:
+        raise TrainingError("extend() works on byte-level BPE tokenizers (trained by toksmith or tiktoken); this one "
+                            "runs a loaded pipeline")
+    if not isinstance(add, int) or add < 1:
+        raise TrainingError(f"add must be a positive int, not {add!r}")
+    next_id = tokenizer.vocab_size
+    with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
+        trainer = _core.BpeTrainer(tokenizer.pattern, list(tokenizer.special_tokens), num_threads,
+                                   parse_memory(max_memory), spill_dir)
+        count_source(trainer, source, text_field=text_field, show_progress=show_progress, overlap=num_threads != 1)
+        old_merges = None if tokenizer.uses_ranks else tokenizer._merge_ids()
+        trainer.start_from(list(tokenizer._tokens.items()), old_merges, next_id, min_frequency, max_token_length)
+        new_merges = learn(trainer, add, show_progress)
+    tokens = dict(tokenizer._tokens)
+    for k, (left, right) in enumerate(new_merges):
+        tokens[next_id + k] = tokens[left] + tokens[right]
+    metadata = dict(tokenizer.metadata, extended_from_vocab_size=next_id, added_merges=len(new_merges))
+    return Tokenizer(tokens=tokens, merges=None if tokenizer.uses_ranks else [*old_merges, *new_merges],
+                     pattern=tokenizer.pattern, pattern_name=tokenizer.pattern_name,
+                     special_tokens=tokenizer.special_tokens, metadata=metadata)

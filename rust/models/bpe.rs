@@ -40,6 +40,26 @@ pub struct BpeOptions {
     pub ignore_merges: bool,
 }
 
+/// A small, fast, seedable generator for BPE-dropout (quality is ample for coin flips).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Whether a token spans whitespace: whitespace that follows a non-whitespace byte
+/// (" the" does not; "the way" and ", and" do).
+fn spans_whitespace(bytes: &[u8]) -> bool {
+    bytes.windows(2).any(|w| !w[0].is_ascii_whitespace() && w[1].is_ascii_whitespace())
+}
+
 #[derive(Debug, Clone)]
 pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are special tokens (or unused).
@@ -373,6 +393,65 @@ impl BpeModel {
         Ok(())
     }
 
+    /// BPE-dropout (Provilkov et al., 2020): like `encode`, but at every merge step each
+    /// candidate merge is skipped with probability `p` (only the merges whose token spans
+    /// whitespace when `superword_only`, for SuperBPE); when every candidate is skipped the
+    /// chunk is done. Deterministic for a given `seed`.
+    pub fn encode_dropout(&self, text: &str, allowed: impl Fn(u32) -> bool, p: f64, seed: u64, superword_only: bool) -> Result<Vec<u32>> {
+        let mut rng = SplitMix64(seed);
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        let mut symbols = Vec::new();
+        let mut encode_chunk = |chunk: &str, out: &mut Vec<u32>, rng: &mut SplitMix64| -> Result<()> {
+            symbols.clear();
+            self.initial_symbols(chunk.as_bytes(), &mut symbols)?;
+            self.merge_dropout(&mut symbols, p, rng, superword_only);
+            out.extend_from_slice(&symbols);
+            Ok(())
+        };
+        self.specials.split(text, allowed, |piece| {
+            if result.is_err() {
+                return;
+            }
+            match piece {
+                Piece::Special(id) => out.push(id),
+                Piece::Text(t) => match &self.pretokenizer {
+                    None => result = encode_chunk(t, &mut out, &mut rng),
+                    Some(pre) => {
+                        let r = pre.for_each_chunk(t, |chunk| {
+                            if result.is_ok() {
+                                result = encode_chunk(chunk, &mut out, &mut rng);
+                            }
+                        });
+                        if result.is_ok() {
+                            result = r;
+                        }
+                    }
+                },
+            }
+        });
+        result.map(|_| out)
+    }
+
+    fn merge_dropout(&self, symbols: &mut Vec<u32>, p: f64, rng: &mut SplitMix64, superword_only: bool) {
+        loop {
+            let mut best: Option<(u32, usize, u32)> = None;
+            for i in 0..symbols.len().saturating_sub(1) {
+                let Some(&(rank, new_id)) = self.merges.get(&(symbols[i], symbols[i + 1])) else { continue };
+                let droppable = !superword_only || self.vocab[new_id as usize].as_deref().is_some_and(spans_whitespace);
+                if droppable && rng.next_f64() < p {
+                    continue;
+                }
+                if best.map_or(true, |b| rank < b.0) {
+                    best = Some((rank, i, new_id));
+                }
+            }
+            let Some((_, i, new_id)) = best else { return };
+            symbols[i] = new_id;
+            symbols.remove(i + 1);
+        }
+    }
+
     /// Repeatedly finds the adjacent pair with the lowest merge rank and merges it
     /// (the leftmost one among equals). Quadratic, but tight for short chunks.
     fn merge_short(&self, symbols: &mut Vec<u32>) {
@@ -559,6 +638,18 @@ mod tests {
         assert_eq!(m.encode_words(["abc"]).unwrap(), vec![4]);
         let plain = char_model(&tokens, &[("b", "c"), ("a", "b")], BpeOptions::default());
         assert_eq!(plain.encode_words(["abc"]).unwrap(), vec![0, 3]);
+    }
+
+    #[test]
+    fn dropout_zero_is_plain_bpe_and_one_is_bytes() {
+        let m = model(&[("a", "b"), ("ab", "c"), ("c", " "), ("ab", "c ")], vec![]);
+        let text = "abc abcabc";
+        assert_eq!(m.encode_dropout(text, |_| false, 0.0, 1, false).unwrap(), m.encode_ordinary(text).unwrap());
+        assert_eq!(m.encode_dropout(text, |_| false, 1.0, 1, false).unwrap().len(), text.len());
+        // Superword-only dropout never drops merges inside a word.
+        let sw = m.encode_dropout("abc", |_| false, 1.0, 1, true).unwrap();
+        assert_eq!(sw, m.encode_ordinary("abc").unwrap());
+        assert!(spans_whitespace(b"c ") && !spans_whitespace(b" c"));
     }
 
     #[test]

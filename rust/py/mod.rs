@@ -8,7 +8,7 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
-use crate::train::bpe::{char_words, count_chunks, ChunkCounts, MergeLearner};
+use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use std::path::PathBuf;
 use pyo3::prelude::*;
@@ -125,6 +125,12 @@ impl PyBpeModel {
     fn encode(&self, py: Python<'_>, text: &str, allowed: Vec<u32>) -> PyResult<Vec<u32>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
         py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id))))
+    }
+
+    /// BPE-dropout encoding (see `BpeModel::encode_dropout`).
+    fn encode_dropout(&self, py: Python<'_>, text: &str, allowed: Vec<u32>, p: f64, seed: u64, superword_only: bool) -> PyResult<Vec<u32>> {
+        let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        py.allow_threads(|| guard(|| self.inner.encode_dropout(text, |id| allowed.contains(&id), p, seed, superword_only)))
     }
 
     /// Number of tokens of `text`, without building a Python list.
@@ -297,6 +303,65 @@ impl PyBpeTrainer {
         })?;
         self.learner = Some(learner);
         Ok(alphabet)
+    }
+
+    /// Prepares to continue training an existing byte-level BPE model (SuperBPE's stage 2,
+    /// extending a tokenizer): every counted chunk is first segmented with the model (`tokens`
+    /// with `merges`, or tiktoken ranks when `merges` is None), then new merges get ids from
+    /// `next_id` on. `max_words` and `forbidden` (regexes) limit the tokens merges may create.
+    #[pyo3(signature = (tokens, merges, next_id, min_frequency=2, max_token_length=None, max_words=None, forbidden=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
+    fn start_from(
+        &mut self,
+        py: Python<'_>,
+        tokens: Vec<(u32, Vec<u8>)>,
+        merges: Option<Vec<(u32, u32)>>,
+        next_id: u32,
+        min_frequency: u64,
+        max_token_length: Option<u32>,
+        max_words: Option<u32>,
+        forbidden: Vec<String>,
+    ) -> PyResult<()> {
+        let counts = &mut self.counts;
+        let learner = py.allow_threads(|| {
+            guard(|| {
+                let mut token_bytes: Vec<Vec<u8>> = vec![Vec::new(); next_id as usize];
+                for (id, b) in &tokens {
+                    if *id >= next_id {
+                        return Err(Error::new(ErrorKind::Training, format!("token id {id} is not below next_id {next_id}")));
+                    }
+                    token_bytes[*id as usize] = b.clone();
+                }
+                let model = match &merges {
+                    Some(m) => BpeModel::new(tokens, m, None, vec![], BpeOptions::default())?,
+                    None => BpeModel::from_ranks(tokens, None, vec![])?,
+                };
+                let forbidden = forbidden
+                    .iter()
+                    .map(|p| fancy_regex::Regex::new(p).map_err(|e| Error::new(ErrorKind::InvalidPattern, format!("forbidden pattern {p:?}: {e}"))))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut words = Vec::new();
+                let mut scratch = Vec::new();
+                let mut failed = None;
+                counts.drain_sorted(|chunk, n| {
+                    let mut ids = Vec::new();
+                    if let Err(e) = model.encode_chunk(&chunk, &mut ids, &mut scratch) {
+                        failed = Some(e);
+                    }
+                    words.push((ids, n));
+                })?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                words.sort_unstable();
+                let lengths = token_bytes.iter().map(|b| b.len() as u32).collect();
+                let taken = token_bytes.iter().filter(|b| !b.is_empty()).cloned().collect();
+                let learner = MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length)?;
+                Ok(learner.with_constraints(Constraints { token_bytes, max_words, forbidden, taken }))
+            })
+        })?;
+        self.learner = Some(learner);
+        Ok(())
     }
 
     /// Learns up to `n` more merges; returns how many were learned (0 once training is done).

@@ -133,7 +133,57 @@ pub struct MergeLearner {
     next_id: u32,
     min_frequency: u64,
     max_token_length: Option<u32>,
+    constraints: Option<Constraints>,
     finished: bool,
+}
+
+/// Limits on which tokens a merge may create (SuperBPE's stage 2): at most `max_words` words per
+/// token, and no token matching a forbidden pattern. They need every token's bytes.
+pub struct Constraints {
+    /// id -> token bytes, for the ids the words start with; merges append to it.
+    pub token_bytes: Vec<Vec<u8>>,
+    pub max_words: Option<u32>,
+    pub forbidden: Vec<fancy_regex::Regex>,
+    /// Bytes of every token so far: a merge may not create a token that already exists (when
+    /// continuing an existing vocabulary, its segmentation can leave such pairs unmerged).
+    pub taken: FxHashSet<Vec<u8>>,
+}
+
+impl Constraints {
+    fn allows(&self, pair: Pair) -> bool {
+        let joined = [self.token_bytes[pair.0 as usize].as_slice(), self.token_bytes[pair.1 as usize].as_slice()].concat();
+        if self.taken.contains(&joined) {
+            return false;
+        }
+        if let Some(max) = self.max_words {
+            if count_words(&joined) > max {
+                return false;
+            }
+        }
+        if !self.forbidden.is_empty() {
+            let text = String::from_utf8_lossy(&joined);
+            if self.forbidden.iter().any(|re| re.is_match(&text).unwrap_or(true)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Words in a token: maximal runs of non-whitespace bytes.
+///
+/// `b" by the way"` -> 3, `b"way, "` -> 1.
+pub fn count_words(bytes: &[u8]) -> u32 {
+    let mut words = 0;
+    let mut in_word = false;
+    for &b in bytes {
+        let space = b.is_ascii_whitespace();
+        if !space && !in_word {
+            words += 1;
+        }
+        in_word = !space;
+    }
+    words
 }
 
 impl MergeLearner {
@@ -171,8 +221,15 @@ impl MergeLearner {
             next_id: first_new_id,
             min_frequency: min_frequency.max(1),
             max_token_length,
+            constraints: None,
             finished: false,
         })
+    }
+
+    /// Adds limits on the tokens merges may create (see [`Constraints`]).
+    pub fn with_constraints(mut self, constraints: Constraints) -> Self {
+        self.constraints = Some(constraints);
+        self
     }
 
     pub fn merges(&self) -> &[Pair] {
@@ -218,6 +275,11 @@ impl MergeLearner {
                     continue; // re-pushed if its count changes; never merged while too long
                 }
             }
+            if let Some(c) = &self.constraints {
+                if !c.allows(pair) {
+                    continue;
+                }
+            }
             return Some((pair, count));
         }
         None
@@ -229,6 +291,11 @@ impl MergeLearner {
         self.merges.push(pair);
         self.counts.push(count);
         self.length.push(self.length[pair.0 as usize] + self.length[pair.1 as usize]);
+        if let Some(c) = &mut self.constraints {
+            let joined = [c.token_bytes[pair.0 as usize].as_slice(), c.token_bytes[pair.1 as usize].as_slice()].concat();
+            c.taken.insert(joined.clone());
+            c.token_bytes.push(joined);
+        }
 
         let mut affected = self.where_.remove(&pair).unwrap_or_default();
         affected.sort_unstable();
@@ -355,6 +422,21 @@ mod tests {
         let mut l = MergeLearner::new(words, 3, vec![1; 3], 1, None).unwrap();
         l.step(5);
         assert_eq!(l.merges(), &[(0, 1), (3, 2)]);
+    }
+
+    #[test]
+    fn words_per_token_limit() {
+        assert_eq!(count_words(b" by the way"), 3);
+        assert_eq!(count_words(b"way, "), 1);
+        let c = counts(&[("a b c", 10)]);
+        let token_bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let taken = token_bytes.iter().cloned().collect();
+        let constraints = Constraints { token_bytes, max_words: Some(2), forbidden: vec![], taken };
+        let mut l = MergeLearner::new(byte_words(&c), 256, vec![1; 256], 1, None).unwrap().with_constraints(constraints);
+        l.step(10);
+        let c = l.constraints.as_ref().unwrap();
+        assert!(c.token_bytes.iter().all(|t| count_words(t) <= 2));
+        assert!(c.token_bytes.iter().any(|t| count_words(t) == 2));
     }
 
     #[test]
