@@ -60,6 +60,10 @@ def train(
     stage2_pattern: str = "superbpe",
     max_words_per_token: int | None = 4,
     forbidden_patterns: Iterable[str] = (),
+    level: str = "byte",
+    end_of_word_suffix: str | None = None,
+    limit_alphabet: int | None = None,
+    byte_fallback: bool = False,
 ) -> Tokenizer:
     """Trains a byte-level BPE tokenizer on ``source`` and returns it.
 
@@ -81,10 +85,20 @@ def train(
     - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
       as sorted runs and merged at the end.
     - ``max_chars_per_doc``: longer texts are cut to this many characters.
+    - ``level="char"``: classic character-level BPE: merges start from characters (the
+      ``limit_alphabet`` most frequent ones; the last character of a chunk carries
+      ``end_of_word_suffix``, e.g. ``"</w>"``). Characters outside the alphabet become ``<unk>``,
+      or their bytes ``<0x00>``..``<0xFF>`` with ``byte_fallback=True``.
 
     Ties between pairs with the same count go to the pair of earliest-created tokens (smallest
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
+    if level not in ("byte", "char"):
+        raise TrainingError(f"level must be 'byte' or 'char', not {level!r}")
+    if level == "byte" and (end_of_word_suffix or limit_alphabet or byte_fallback):
+        raise TrainingError("end_of_word_suffix, limit_alphabet and byte_fallback are options of level='char'")
+    if level == "char" and algorithm != "bpe":
+        raise TrainingError("level='char' is available for algorithm='bpe'")
     if algorithm not in ("bpe", "superbpe"):
         raise TrainingError(f"algorithm={algorithm!r} is not available; this version trains 'bpe' and 'superbpe' "
                             f"(byte-level)")
@@ -92,7 +106,7 @@ def train(
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
     minimum = 256 + len(specials)
-    if vocab_size < minimum:
+    if vocab_size < minimum and level == "byte":
         raise TrainingError(
             f"vocab_size={vocab_size} is too small: byte-level BPE needs 256 byte tokens plus "
             f"{len(specials)} special token(s), so at least {minimum}"
@@ -122,6 +136,15 @@ def train(
         else:
             count_source(trainers, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                          show_progress=show_progress, overlap=num_threads != 1)
+        if level == "char":
+            alphabet = trainer.start("char", min_frequency, max_token_length, limit_alphabet, end_of_word_suffix or "")
+            reserved = len(specials) + (256 if byte_fallback else 1) + len(alphabet)
+            if vocab_size < reserved:
+                raise TrainingError(f"vocab_size={vocab_size} is too small for the {len(alphabet)} characters of the "
+                                    f"alphabet plus {reserved - len(alphabet)} reserved tokens; raise it or set limit_alphabet")
+            merges = learn(trainer, vocab_size - reserved, show_progress)
+            return _assemble_char(alphabet, merges, regex, pattern_name, specials, special_tokens_position,
+                                  end_of_word_suffix, byte_fallback, settings)
         trainer.start("byte", min_frequency, max_token_length)
         if algorithm == "bpe":
             merges = learn(trainer, vocab_size - minimum, show_progress)
@@ -287,6 +310,32 @@ def _assemble(merges, regex, pattern_name, specials, position, settings) -> Toke
         special_tokens=special_ids,
         metadata={"trainer": "toksmith bpe", **settings, "special_tokens_position": position},
     )
+
+
+def _assemble_char(alphabet, merges, regex, pattern_name, specials, position, suffix, byte_fallback, settings):
+    """A character-level BPE tokenizer: a pipeline of regex split, character BPE (with ``<unk>``
+    or byte fallback) and a decoder that drops the end-of-word suffix."""
+    from . import decoders, models, pre_tokenizers
+    from .pipeline import AddedToken, Pipeline
+
+    reserved = [f"<0x{b:02X}>" for b in range(256)] if byte_fallback else ["<unk>"]
+    strings = list(alphabet)  # internal id -> token string
+    for left, right in merges:
+        strings.append(strings[left] + strings[right])
+    first = len(specials) if position == "first" else 0
+    vocab: dict[str, int] = {}
+    for token in [*reserved, *strings]:
+        vocab.setdefault(token, first + len(vocab))  # a merge that respells a token reuses its id
+    special_base = first + len(vocab) if position == "last" else 0
+    added = [AddedToken(s, special_base + k, special=True) for k, s in enumerate(specials)]
+    model = models.BPE(vocab, [(strings[a], strings[b]) for a, b in merges], unk_token=None if byte_fallback else "<unk>",
+                       byte_fallback=byte_fallback, end_of_word_suffix=suffix or None)
+    steps = ([decoders.Replace(suffix, "")] if suffix else []) + ([decoders.ByteFallback()] if byte_fallback else [])
+    pipeline = Pipeline(model, pre_tokenizer=pre_tokenizers.Split(regex, "isolated", is_regex=True),
+                        decoder=decoders.Sequence([*steps, decoders.Fuse()]), added_tokens=added)
+    return Tokenizer.from_pipeline(pipeline, metadata={"trainer": "toksmith bpe (char level)", **settings,
+                                                       "pattern_name": pattern_name, "end_of_word_suffix": suffix,
+                                                       "byte_fallback": byte_fallback})
 
 
 def count(source, output: str | os.PathLike, *, pattern: str = "o200k", special_tokens: Iterable[str] = (),
