@@ -17,6 +17,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod subword;
+
 pyo3::import_exception!(toksmith.errors, InvalidPatternError);
 pyo3::import_exception!(toksmith.errors, FormatError);
 pyo3::import_exception!(toksmith.errors, TrainingError);
@@ -24,7 +26,7 @@ pyo3::import_exception!(toksmith.errors, DecodeError);
 pyo3::import_exception!(toksmith.errors, EncodeError);
 pyo3::import_exception!(toksmith.errors, InternalError);
 
-fn to_py(e: Error) -> PyErr {
+pub(crate) fn to_py(e: Error) -> PyErr {
     match e.kind {
         ErrorKind::InvalidPattern => InvalidPatternError::new_err(e.message),
         ErrorKind::Format => FormatError::new_err(e.message),
@@ -35,7 +37,7 @@ fn to_py(e: Error) -> PyErr {
 }
 
 /// Runs `f`, turning errors into Python exceptions and panics into `InternalError`.
-fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
+pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(to_py),
         Err(panic) => {
@@ -402,6 +404,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeTrainer>()?;
     m.add_class::<PyWordPieceModel>()?;
     m.add_class::<PyUnigramModel>()?;
+    subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
     Ok(())
