@@ -12,6 +12,9 @@ use std::collections::BinaryHeap;
 /// for the short chunks ordinary text consists of; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 48;
 
+/// The rank of a pair that does not merge: larger than every real rank.
+const NO_MERGE: (u32, u32) = (u32::MAX, u32::MAX);
+
 fn format_err(m: String) -> Error {
     Error::new(ErrorKind::Format, m)
 }
@@ -115,8 +118,11 @@ impl BpeModel {
     /// adjacent parts merge when their concatenation is a token, lowest rank first. That is the
     /// same as merges over every split `(left, right)` of every token whose halves are both
     /// tokens, ranked by the token they form, which is how it is stored here.
+    ///
+    /// As in tiktoken, a chunk that is itself a token is emitted whole, before any merging.
     pub fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: Option<&str>, specials: Vec<(String, u32)>) -> Result<Self> {
-        Self::build(tokens, pattern, specials, BpeOptions::default(), |_, by_bytes| {
+        let options = BpeOptions { ignore_merges: true, ..BpeOptions::default() };
+        Self::build(tokens, pattern, specials, options, |_, by_bytes| {
             let mut merge_map = FxHashMap::default();
             for (bytes, &id) in by_bytes.iter() {
                 for k in 1..bytes.len() {
@@ -455,19 +461,37 @@ impl BpeModel {
     /// Repeatedly finds the adjacent pair with the lowest merge rank and merges it
     /// (the leftmost one among equals). Quadratic, but tight for short chunks.
     fn merge_short(&self, symbols: &mut Vec<u32>) {
+        // ranks[i]: (rank, new id) of merging symbols i and i+1. After a merge only the two
+        // neighbouring entries change, so each merge costs two lookups and one linear scan.
+        let mut ranks: Vec<(u32, u32)> = symbols.windows(2).map(|w| self.merge_of(w[0], w[1])).collect();
         loop {
-            let mut best: Option<(u32, usize, u32)> = None; // (rank, position, new id)
-            for i in 0..symbols.len().saturating_sub(1) {
-                if let Some(&(rank, new_id)) = self.merges.get(&(symbols[i], symbols[i + 1])) {
-                    if best.map_or(true, |b| rank < b.0) {
-                        best = Some((rank, i, new_id));
-                    }
+            let mut best = NO_MERGE.0;
+            let mut at = usize::MAX;
+            for (i, &(rank, _)) in ranks.iter().enumerate() {
+                if rank < best {
+                    best = rank;
+                    at = i;
                 }
             }
-            let Some((_, i, new_id)) = best else { return };
-            symbols[i] = new_id;
-            symbols.remove(i + 1);
+            if at == usize::MAX {
+                return;
+            }
+            symbols[at] = ranks[at].1;
+            symbols.remove(at + 1);
+            ranks.remove(at);
+            if at > 0 {
+                ranks[at - 1] = self.merge_of(symbols[at - 1], symbols[at]);
+            }
+            if at < ranks.len() {
+                ranks[at] = self.merge_of(symbols[at], symbols[at + 1]);
+            }
         }
+    }
+
+    /// (rank, merged id) of a pair, or `NO_MERGE`.
+    #[inline]
+    fn merge_of(&self, left: u32, right: u32) -> (u32, u32) {
+        self.merges.get(&(left, right)).copied().unwrap_or(NO_MERGE)
     }
 
     /// The same merge order as `merge_short`, in O(n log n): a heap of candidate merges keyed by
