@@ -494,40 +494,80 @@ impl BpeModel {
         self.merges.get(&(left, right)).copied().unwrap_or(NO_MERGE)
     }
 
-    /// The same merge order as `merge_short`, in O(n log n): a heap of candidate merges keyed by
-    /// (rank, position) over a doubly linked list of symbols; stale entries are skipped.
+    /// The same merge order as `merge_short` (lowest rank first, leftmost first among equals),
+    /// in near-linear time for long chunks (1 MB of one letter, of spaces, of Chinese...).
+    ///
+    /// Candidate pairs are kept in buckets by rank, and ranks in a min-heap. Merging a rank-r pair
+    /// only creates pairs of other ranks, so all rank-r pairs can be merged in one left-to-right
+    /// sweep of its bucket; the heap is touched once per distinct rank, not once per merge. If
+    /// a merge creates a pair ranked below r (vocabularies need not forbid it), the sweep pauses
+    /// so the lower rank goes first, exactly as a per-merge priority queue would order it.
     fn merge_long(&self, initial: &[u32], out: &mut Vec<u32>) {
         let n = initial.len();
         let mut sym: Vec<u32> = initial.to_vec();
         let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut next: Vec<usize> = (1..=n).collect();
         let mut alive = vec![true; n];
-        let mut heap = BinaryHeap::new();
-        let push = |heap: &mut BinaryHeap<Reverse<(u32, usize, u32, u32)>>, i: usize, l: u32, r: u32| {
-            if let Some(&(rank, _)) = self.merges.get(&(l, r)) {
-                heap.push(Reverse((rank, i, l, r)));
+        let mut buckets: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
+        let mut ranks: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+        let mut add = |buckets: &mut FxHashMap<u32, Vec<usize>>, ranks: &mut BinaryHeap<Reverse<u32>>, rank: u32, pos: usize| {
+            let bucket = buckets.entry(rank).or_default();
+            if bucket.is_empty() {
+                ranks.push(Reverse(rank));
             }
+            bucket.push(pos);
         };
         for i in 0..n - 1 {
-            push(&mut heap, i, sym[i], sym[i + 1]);
+            let (rank, _) = self.merge_of(sym[i], sym[i + 1]);
+            if rank != NO_MERGE.0 {
+                add(&mut buckets, &mut ranks, rank, i);
+            }
         }
-        while let Some(Reverse((_, i, l, r))) = heap.pop() {
-            // Stale if either symbol changed since this entry was pushed.
-            if !alive[i] || sym[i] != l || next[i] >= n || sym[next[i]] != r {
-                continue;
-            }
-            let j = next[i];
-            sym[i] = self.merges[&(l, r)].1;
-            alive[j] = false;
-            next[i] = next[j];
-            if next[j] < n {
-                prev[next[j]] = i;
-            }
-            if prev[i] < n {
-                push(&mut heap, prev[i], sym[prev[i]], sym[i]);
-            }
-            if next[i] < n {
-                push(&mut heap, i, sym[i], sym[next[i]]);
+        while let Some(Reverse(rank)) = ranks.pop() {
+            let Some(mut positions) = buckets.remove(&rank) else { continue };
+            positions.sort_unstable();
+            positions.dedup();
+            let mut k = 0;
+            while k < positions.len() {
+                let i = positions[k];
+                k += 1;
+                // Still this pair? Earlier merges may have consumed or changed it.
+                if !alive[i] || next[i] >= n {
+                    continue;
+                }
+                let j = next[i];
+                let (r, new_id) = self.merge_of(sym[i], sym[j]);
+                if r != rank {
+                    continue;
+                }
+                sym[i] = new_id;
+                alive[j] = false;
+                next[i] = next[j];
+                if next[j] < n {
+                    prev[next[j]] = i;
+                }
+                let mut lower = false;
+                if prev[i] < n {
+                    let (r, _) = self.merge_of(sym[prev[i]], sym[i]);
+                    if r != NO_MERGE.0 {
+                        add(&mut buckets, &mut ranks, r, prev[i]);
+                        lower |= r < rank;
+                    }
+                }
+                if next[i] < n {
+                    let (r, _) = self.merge_of(sym[i], sym[next[i]]);
+                    if r != NO_MERGE.0 {
+                        add(&mut buckets, &mut ranks, r, i);
+                        lower |= r < rank;
+                    }
+                }
+                if lower && k < positions.len() {
+                    // A lower rank appeared: it goes first; the rest of this sweep waits.
+                    for &p in &positions[k..] {
+                        add(&mut buckets, &mut ranks, rank, p);
+                    }
+                    break;
+                }
             }
         }
         let mut i = 0;
@@ -605,6 +645,43 @@ mod tests {
                 let mut long = Vec::new();
                 m.merge_long(&ids, &mut long);
                 assert_eq!(short, long, "input {:?}", String::from_utf8_lossy(&s));
+            }
+        }
+    }
+
+    #[test]
+    fn long_path_matches_short_path_on_random_rank_tables() {
+        // Random tiktoken-style vocabularies over {a, b, c}: ranks need not grow with length, so
+        // merges can create pairs ranked below the current one.
+        let mut seed = 99u64;
+        let mut rand = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for _ in 0..30 {
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            while tokens.len() < 300 {
+                let len = 2 + rand(5) as usize;
+                let t: Vec<u8> = (0..len).map(|_| b"abc"[rand(3) as usize]).collect();
+                if !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+            }
+            // Shuffle the ranks of the multi-byte tokens.
+            for i in (257..tokens.len()).rev() {
+                let j = 256 + rand((i - 255) as u64) as usize;
+                tokens.swap(i, j);
+            }
+            let list: Vec<(u32, Vec<u8>)> = tokens.iter().cloned().enumerate().map(|(i, t)| (i as u32, t)).collect();
+            let m = BpeModel::from_ranks(list, None, vec![]).unwrap();
+            for _ in 0..20 {
+                let len = 49 + rand(300) as usize;
+                let ids: Vec<u32> = (0..len).map(|_| b"abc"[rand(3) as usize] as u32).collect();
+                let mut short = ids.clone();
+                m.merge_short(&mut short);
+                let mut long = Vec::new();
+                m.merge_long(&ids, &mut long);
+                assert_eq!(short, long);
             }
         }
     }

@@ -1,0 +1,62 @@
+"""Worst-case inputs encode in about linear time: a guard against quadratic blow-ups.
+
+The precise figures (time per byte relative to English, target at most 3x) are printed by
+benchmarks/encode.py; this test only uses a generous bound (15x), far below what a quadratic
+path would cost (hundreds of times English on these sizes)."""
+
+import random
+import time
+
+import pytest
+
+import toksmith
+
+from conftest import data_path
+
+N = 300_000
+
+
+def inputs():
+    rng = random.Random(0)
+    return {
+        "one letter": "a" * N,
+        "caret": "^" * N,
+        "digits": "".join(rng.choice("0123456789") for _ in range(N)),
+        "spaces": " " * N,
+        "random latin-1": bytes(rng.randrange(256) for _ in range(N)).decode("latin-1"),
+        "chinese without spaces": "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(N // 3)),
+    }
+
+
+def per_byte(tok, text, repeat=3):
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        tok.encode_ordinary(text)
+        best = min(best, time.perf_counter() - start)
+    return best / len(text.encode("utf-8"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_worst_case_inputs_are_near_linear(name):
+    tok = toksmith.load(name, tiktoken_dir=data_path("tokenizers", "tiktoken"))
+    english = ("The quick brown fox jumps over the lazy dog; it was the best of times. " * 5000)[:N]
+    base = per_byte(tok, english)
+    for label, text in inputs().items():
+        ids = tok.encode_ordinary(text)
+        assert tok.decode(ids) == text
+        ratio = per_byte(tok, text) / base
+        assert ratio < 15, f"{label}: {ratio:.1f}x the time per byte of English"
+
+
+def test_long_chunk_is_not_refused_and_matches_tiktoken():
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = data_path("tokenizers", "tiktoken", "cl100k_base.tiktoken")
+    ours = toksmith.load(str(path))
+    theirs = tiktoken.Encoding("cl100k", pat_str=ours.pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                               special_tokens={})
+    for text in ["a" * 20_000, " " * 20_000 + "x", "^" * 10_000, "你好世界" * 3000]:
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
