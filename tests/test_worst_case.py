@@ -41,7 +41,7 @@ def per_byte(tok, text, repeat=3):
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_worst_case_inputs_are_near_linear(name):
     tok = toksmith.load(name, tiktoken_dir=data_path("tokenizers", "tiktoken"))
-    english = ("The quick brown fox jumps over the lazy dog; it was the best of times. " * 5000)[:N]
+    english = data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8")[:N]
     base = per_byte(tok, english)
     for label, text in inputs().items():
         ids = tok.encode_ordinary(text)
