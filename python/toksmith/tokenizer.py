@@ -46,31 +46,58 @@ class Tokenizer:
         special_tokens: dict[str, int] | None = None,
         metadata: dict | None = None,
     ) -> None:
-        self._tokens = dict(tokens)
         self.pattern = pattern
         self.pattern_name = pattern_name
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.metadata = dict(metadata or {})
+        tokens = dict(tokens)
         # merges=None: tiktoken-style ranks, where a token's id is its merge priority.
         self.uses_ranks = merges is None
         if self.uses_ranks:
-            self._model = _core.BpeModel.from_ranks(list(self._tokens.items()), pattern, list(self.special_tokens.items()))
+            self._model = _core.BpeModel.from_ranks(list(tokens.items()), pattern, list(self.special_tokens.items()))
             self._merges = None
         else:
             self._merges = [tuple(m) for m in merges]
             self._model = _core.BpeModel(
-                list(self._tokens.items()), self._merges, pattern, list(self.special_tokens.items())
+                list(tokens.items()), self._merges, pattern, list(self.special_tokens.items())
             )
-        self._id_of_bytes = {b: i for i, b in self._tokens.items()}
+        self._tokens_cache: dict[int, bytes] | None = tokens
+        self._id_of_bytes_cache: dict[bytes, int] | None = None
         self._special_regex_cache: dict[frozenset[str], re.Pattern[str]] = {}
         self._pipeline = None
+
+    @classmethod
+    def _from_ranks_model(cls, model, *, pattern: str, pattern_name: str | None, special_tokens: dict[str, int],
+                          metadata: dict) -> "Tokenizer":
+        """Wraps a ranks model built in Rust (e.g. read from a .tiktoken file); the Python-side
+        vocabulary tables are filled only when asked for, so loading stays fast and small."""
+        self = cls.__new__(cls)
+        self._model, self._merges, self.uses_ranks, self._pipeline = model, None, True, None
+        self.pattern, self.pattern_name = pattern, pattern_name
+        self.special_tokens, self.metadata = dict(special_tokens), dict(metadata)
+        self._tokens_cache, self._id_of_bytes_cache = None, None
+        self._special_regex_cache = {}
+        return self
+
+    @property
+    def _tokens(self) -> dict[int, bytes]:
+        """id -> bytes of every ordinary token (fetched from Rust on first use)."""
+        if self._tokens_cache is None:
+            self._tokens_cache = dict(self._model.tokens()) if self._model is not None else {}
+        return self._tokens_cache
+
+    @property
+    def _id_of_bytes(self) -> dict[bytes, int]:
+        if self._id_of_bytes_cache is None:
+            self._id_of_bytes_cache = {b: i for i, b in self._tokens.items()}
+        return self._id_of_bytes_cache
 
     @classmethod
     def from_pipeline(cls, pipeline, *, metadata: dict | None = None) -> "Tokenizer":
         """A tokenizer that runs a general :class:`toksmith.pipeline.Pipeline` (loaded formats)."""
         self = cls.__new__(cls)
         self._pipeline = pipeline
-        self._tokens, self._merges, self._model, self._id_of_bytes = {}, None, None, {}
+        self._tokens_cache, self._merges, self._model, self._id_of_bytes_cache = {}, None, None, {}
         self.pattern, self.pattern_name, self.uses_ranks = None, None, False
         self.special_tokens = pipeline.special_tokens
         self.metadata = dict(metadata or {})
@@ -89,7 +116,7 @@ class Tokenizer:
         """Number of ids: ordinary tokens plus special tokens (ids run from 0 to vocab_size - 1)."""
         if self._pipeline is not None:
             return self._pipeline.vocab_size
-        return max([*self._tokens, *self.special_tokens.values()]) + 1
+        return self._model.vocab_len()
 
     @property
     def merges(self) -> list[tuple[bytes, bytes]]:

@@ -199,6 +199,38 @@ impl BpeModel {
         Ok(BpeModel { vocab, by_bytes, byte_ids, merges, specials, pretokenizer, options })
     }
 
+    /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
+    pub fn from_tiktoken_file(path: &std::path::Path, pattern: Option<&str>, specials: Vec<(String, u32)>) -> Result<Self> {
+        use base64::Engine;
+        let data = std::fs::read(path).map_err(|e| format_err(format!("cannot read {}: {e}", path.display())))?;
+        let mut tokens = Vec::new();
+        for (n, line) in data.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let bad = |what: &str| {
+                format_err(format!("{}:{}: {what}; a .tiktoken line is 'base64(token) rank'", path.display(), n + 1))
+            };
+            let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+            let (Some(token), Some(rank), None) = (fields.next(), fields.next(), fields.next()) else {
+                return Err(bad("expected two fields"));
+            };
+            let token = base64::engine::general_purpose::STANDARD.decode(token).map_err(|e| bad(&format!("bad base64 ({e})")))?;
+            let rank: u32 = std::str::from_utf8(rank).ok().and_then(|r| r.parse().ok()).ok_or_else(|| bad("the rank is not a number"))?;
+            tokens.push((rank, token));
+        }
+        if tokens.is_empty() {
+            return Err(format_err(format!("{} holds no tokens; is it a .tiktoken file?", path.display())));
+        }
+        Self::from_ranks(tokens, pattern, specials)
+    }
+
+    /// Every ordinary token as (id, bytes), in id order.
+    pub fn tokens(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        self.vocab.iter().enumerate().filter_map(|(i, t)| t.as_deref().map(|b| (i as u32, b)))
+    }
+
     /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
     /// rank order: running the merges ranked below the token's own on its bytes leaves two parts.
     /// Tokens that BPE cannot produce from their own bytes are left out.
@@ -510,7 +542,7 @@ impl BpeModel {
         let mut alive = vec![true; n];
         let mut buckets: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
         let mut ranks: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
-        let mut add = |buckets: &mut FxHashMap<u32, Vec<usize>>, ranks: &mut BinaryHeap<Reverse<u32>>, rank: u32, pos: usize| {
+        let add = |buckets: &mut FxHashMap<u32, Vec<usize>>, ranks: &mut BinaryHeap<Reverse<u32>>, rank: u32, pos: usize| {
             let bucket = buckets.entry(rank).or_default();
             if bucket.is_empty() {
                 ranks.push(Reverse(rank));

@@ -134,6 +134,22 @@ impl PyBpeModel {
         guard(|| BpeModel::from_ranks(tokens, pattern, specials)).map(PyBpeModel::wrap)
     }
 
+    /// A ranks model read straight from a `.tiktoken` file.
+    #[staticmethod]
+    fn from_tiktoken_file(path: PathBuf, pattern: Option<&str>, specials: Vec<(String, u32)>) -> PyResult<Self> {
+        guard(|| BpeModel::from_tiktoken_file(&path, pattern, specials)).map(PyBpeModel::wrap)
+    }
+
+    /// Every ordinary token as (id, bytes).
+    fn tokens<'py>(&self, py: Python<'py>) -> Vec<(u32, Bound<'py, PyBytes>)> {
+        self.inner.tokens().map(|(i, b)| (i, PyBytes::new(py, b))).collect()
+    }
+
+    /// One more than the largest id (ordinary or special).
+    fn vocab_len(&self) -> usize {
+        self.inner.vocab_len()
+    }
+
     /// The merges as (left id, right id) pairs in rank order (derived for ranks-based models).
     fn derive_merges(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
         py.allow_threads(|| guard(|| Ok(self.inner.derive_merges())))

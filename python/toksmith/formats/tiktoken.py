@@ -8,8 +8,6 @@ read from the directory given by ``tiktoken_dir=`` or the ``TOKSMITH_TIKTOKEN_DI
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 from pathlib import Path
 
@@ -46,32 +44,6 @@ ENCODINGS: dict[str, tuple[str, str, dict[str, int]]] = {
 }
 
 
-def read_ranks(path: str | os.PathLike) -> dict[int, bytes]:
-    """Reads a ``.tiktoken`` file into ``{rank: token bytes}``, checking every line."""
-    path = Path(path)
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as e:
-        raise FormatError(f"cannot read {path}: {e}") from None
-    tokens: dict[int, bytes] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        try:
-            if len(parts) != 2:
-                raise ValueError("expected two fields")
-            token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
-        except (ValueError, binascii.Error) as e:
-            raise FormatError(f"{path}:{lineno}: not a tiktoken line 'base64 rank' ({e}): {line[:60]!r}") from None
-        if rank in tokens:
-            raise FormatError(f"{path}:{lineno}: rank {rank} appears twice")
-        tokens[rank] = token
-    if not tokens:
-        raise FormatError(f"{path} holds no tokens; is it a .tiktoken file?")
-    return tokens
-
-
 def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.PathLike | None = None,
                   pattern: str | None = None, special_tokens: dict[str, int] | None = None) -> Tokenizer:
     """Loads a tiktoken encoding by name (``"cl100k_base"``) or from a ``.tiktoken`` file.
@@ -103,11 +75,10 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
     if special_tokens is None:
         special_tokens = dict(known[2]) if known else {}
     pattern_name, regex = resolve(pattern)
-    return Tokenizer(
-        tokens=read_ranks(path),
-        merges=None,
-        pattern=regex,
-        pattern_name=pattern_name or name,
-        special_tokens=special_tokens,
-        metadata={"source": "tiktoken", "encoding": name},
-    )
+    from .. import _core
+
+    if not path.is_file():
+        raise FormatError(f"{path}: no such file")
+    model = _core.BpeModel.from_tiktoken_file(str(path), regex, list(special_tokens.items()))
+    return Tokenizer._from_ranks_model(model, pattern=regex, pattern_name=pattern_name or name,
+                                       special_tokens=special_tokens, metadata={"source": "tiktoken", "encoding": name})
