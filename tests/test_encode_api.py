@@ -93,3 +93,15 @@ def test_encode_to_numpy(tok):
     assert [a.tolist() for a in arrays] == [tok.encode(t) for t in TEXTS]
     with pytest.raises(toksmith.EncodeError, match="dtype"):
         tok.encode_to_numpy("x", dtype="int8")
+
+
+def test_safe_from_many_python_threads(tok):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"{t} {k}" * (k % 7 + 1) for k in range(200) for t in TEXTS[:2]]
+    expected = [tok.encode(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(pool.map(tok.encode, texts))
+        batches = list(pool.map(lambda k: tok.encode_batch(texts[k::8], num_threads=2), range(8)))
+    assert got == expected
+    assert [ids for k in range(8) for ids in batches[k]] == [expected[i] for k in range(8) for i in range(k, len(texts), 8)]
