@@ -140,3 +140,24 @@ def test_cli_count_merge_train_and_trace(tmp_path):
     out = run("train", str(tmp_path / "a.txt"), "--vocab-size", "262", "--trace", "-o", str(tmp_path / "t2.json"), "-q").stdout
     assert out.splitlines()[0].split() == ["step", "pair", "count", "corpus"]
     assert len(out.splitlines()) == 1 + 6
+
+
+@pytest.mark.slow
+def test_interrupted_training_leaves_no_output(tmp_path):
+    import signal
+
+    corpus = tmp_path / "big.txt"
+    corpus.write_text("".join(corpus_text_line(i) for i in range(400_000)), encoding="utf-8")
+    out = tmp_path / "out" / "tok.json"
+    proc = subprocess.Popen([sys.executable, "-m", "toksmith.cli", "train", str(corpus), "--vocab-size", "20000",
+                             "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    proc.stderr.read(1)  # the first progress output: training has started
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert not out.exists()
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def corpus_text_line(i: int) -> str:
+    return f"line {i} of a long training text with words like tokenizer{i % 977} and model{i % 131}\n"
