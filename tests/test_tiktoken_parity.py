@@ -136,3 +136,51 @@ def test_save_load_keeps_ranks(tmp_path):
     text = "Round trip of a ranks-based tokenizer: 12345, émigré."
     assert again.encode(text) == ours.encode(text)
     assert again.special_tokens == ours.special_tokens
+
+
+def udhr_texts():
+    import json
+
+    path = data_path("corpora", "udhr", "udhr.jsonl.xz")
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            yield record["code"], "\n".join(record["articles"].values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_all_udhr_texts_identical(name):
+    ours, theirs = pair(name)
+    n = 0
+    for code, text in udhr_texts():
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), code
+        n += 1
+    assert n == 532
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_whole_corpora_identical(name):
+    """Every byte of the English corpora and of the 26 Debian Handbooks."""
+    ours, theirs = pair(name)
+    files = sorted((DATA_DIR / "corpora" / "en").glob("*.xz")) + sorted((DATA_DIR / "corpora" / "debian-handbook").glob("*.xz"))
+    if not files:
+        pytest.skip(f"real data not available under {DATA_DIR}/corpora")
+    for f in files:
+        with lzma.open(f, "rt", encoding="utf-8") as fh:
+            text = fh.read()
+        # Chunks of whole lines, encoded in parallel on our side.
+        lines = text.splitlines(keepends=True)
+        blocks = ["".join(lines[i:i + 2000]) for i in range(0, len(lines), 2000)]
+        assert ours.encode_batch(blocks, disallowed_special=()) == theirs.encode_ordinary_batch(blocks), f.name
+
+
+def test_check_parity_command(tmp_path, monkeypatch, capsys):
+    from toksmith.cli import main
+
+    monkeypatch.setenv("TOKSMITH_TIKTOKEN_DIR", str(data_path("tokenizers", "tiktoken")))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nGrüße 世界 😀\n  spaces   and\ttabs\n", encoding="utf-8")
+    assert main(["check-parity", "cl100k_base", "--against", "tiktoken", "--corpus", str(corpus)]) == 0
+    assert "3 of 3 texts identical" in capsys.readouterr().out

@@ -95,6 +95,20 @@ def _cmd_extend(args: argparse.Namespace) -> None:
               f"saved to {args.output}", file=sys.stderr)
 
 
+def _cmd_check_parity(args: argparse.Namespace) -> int:
+    from toksmith.parity import check_parity, corpus_texts, reference_encoder
+
+    tok = toksmith.load(args.tokenizer)
+    reference = reference_encoder(args.against, args.reference or args.tokenizer, tok,
+                                  add_special_tokens=args.add_special_tokens)
+    report = check_parity(tok, reference, corpus_texts(args.corpus, max_texts=args.max_texts),
+                          add_special_tokens=args.add_special_tokens)
+    print(f"{report.identical:,} of {report.tested:,} texts identical ({100 * report.share_identical:.3f}%)")
+    for d in report.differences:
+        print(d.describe(tok))
+    return 0 if report.identical == report.tested else 1
+
+
 def _cmd_count(args: argparse.Namespace) -> None:
     from toksmith.trainers import count
 
@@ -198,6 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("-o", "--output", required=True, help="where to save the extended tokenizer")
     p.set_defaults(func=_cmd_extend)
+
+    p = sub.add_parser("check-parity", help="compare toksmith's ids with a reference library on a corpus",
+                       description="Encode a corpus with toksmith and with tiktoken, Hugging Face tokenizers or "
+                                   "sentencepiece; print the share identical and the first differences. Exit status 1 "
+                                   "when any text differs.")
+    p.add_argument("tokenizer", help="what toksmith loads (a name, tokenizer.json, .model, .tiktoken, ...)")
+    p.add_argument("--against", required=True, choices=["tiktoken", "hf", "sentencepiece"])
+    p.add_argument("--reference", help="the file the reference library loads (default: TOKENIZER)")
+    p.add_argument("--corpus", required=True, help="a text file (one text per line; .xz/.gz read) or UDHR-style .jsonl")
+    p.add_argument("--max-texts", type=int, default=None)
+    p.add_argument("--add-special-tokens", action="store_true", help="compare with template tokens (BOS, [CLS]...)")
+    p.set_defaults(func=_cmd_check_parity)
 
     p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode.")
     p.add_argument("files", nargs="+", help="text files, directories or globs")
