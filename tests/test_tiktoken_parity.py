@@ -184,3 +184,18 @@ def test_check_parity_command(tmp_path, monkeypatch, capsys):
     corpus.write_text("hello world\nGrüße 世界 😀\n  spaces   and\ttabs\n", encoding="utf-8")
     assert main(["check-parity", "cl100k_base", "--against", "tiktoken", "--corpus", str(corpus)]) == 0
     assert "3 of 3 texts identical" in capsys.readouterr().out
+
+
+def test_export_tiktoken_round_trip(tmp_path):
+    trained = toksmith.train(data_path("corpora", "en", "botchan.txt"), vocab_size=2000,
+                             special_tokens=["<|endoftext|>"])
+    path = tmp_path / "mine.tiktoken"
+    trained.save(path, format="tiktoken")
+    again = toksmith.load(str(path))
+    meta_pattern = again.pattern
+    enc = tiktoken.Encoding("mine", pat_str=meta_pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                            special_tokens=again.special_tokens)
+    for _, text in corpus_samples(50_000):
+        assert again.encode_ordinary(text) == trained.encode_ordinary(text)
+        assert enc.encode_ordinary(text) == trained.encode_ordinary(text)
+    assert again.special_tokens == trained.special_tokens

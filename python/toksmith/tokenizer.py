@@ -440,8 +440,24 @@ class Tokenizer:
             "metadata": self.metadata,
         }
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Writes the tokenizer as one versioned JSON file, atomically."""
+    def save(self, path: str | os.PathLike, format: str = "toksmith") -> None:
+        """Writes the tokenizer atomically.
+
+        ``format="toksmith"``: one versioned, self-describing JSON file (:func:`toksmith.load`).
+        ``format="tiktoken"``: a ``.tiktoken`` rank table plus ``<path>.json`` holding the pattern
+        and special tokens, loadable by toksmith and by ``tiktoken.Encoding``.
+        ``format="hf"``: a Hugging Face ``tokenizer.json``.
+        """
+        if format == "tiktoken":
+            from .formats.tiktoken import save_tiktoken
+
+            return save_tiktoken(self, path)
+        if format == "hf":
+            from .formats.hf import save_hf
+
+            return save_hf(self, path)
+        if format != "toksmith":
+            raise FormatError(f"unknown format {format!r}; use 'toksmith', 'tiktoken' or 'hf'")
         data = json.dumps(self.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
         write_atomic(path, data)
 

@@ -11,8 +11,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import base64
+import json
+
+from .._io import write_atomic
 from ..errors import FormatError
 from ..tokenizer import Tokenizer
+
+#: The sidecar of an exported ``.tiktoken`` file: what the rank table itself does not carry.
+SIDECAR_SUFFIX = ".json"
 
 #: tiktoken's current r50k pattern: equivalent to GPT-2's, but uses possessive quantifiers.
 R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -68,6 +75,11 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
     else:
         path = Path(text)
     known = ENCODINGS.get(name) if name else None
+    sidecar = Path(str(path) + SIDECAR_SUFFIX)
+    if known is None and sidecar.is_file():
+        meta = _read_sidecar(sidecar)
+        pattern = pattern if pattern is not None else meta["pattern"]
+        special_tokens = special_tokens if special_tokens is not None else meta["special_tokens"]
     if pattern is None:
         if known is None:
             raise FormatError(f"{path}: a .tiktoken file does not carry its regex; pass pattern= (e.g. 'cl100k')")
@@ -82,3 +94,31 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
     model = _core.BpeModel.from_tiktoken_file(str(path), regex, list(special_tokens.items()))
     return Tokenizer._from_ranks_model(model, pattern=regex, pattern_name=pattern_name or name,
                                        special_tokens=special_tokens, metadata={"source": "tiktoken", "encoding": name})
+
+
+def _read_sidecar(path: Path) -> dict:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FormatError(f"{path}: not a readable sidecar ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("pattern"), str) or not isinstance(meta.get("special_tokens"), dict):
+        raise FormatError(f"{path}: a sidecar needs 'pattern' (str) and 'special_tokens' (object)")
+    return meta
+
+
+def save_tiktoken(tokenizer: Tokenizer, path: str | os.PathLike) -> None:
+    """Writes ``path`` (a ``.tiktoken`` rank table: ``base64(token) rank`` per line, the rank being
+    the token's id) and ``path + ".json"`` (pattern and special tokens), both atomically.
+
+    tiktoken merges adjacent parts whose concatenation is a token, lowest rank first; that is
+    the merge-list BPE of the tokenizer whenever each token's id orders it after its parts and no
+    token is reachable by a split its merges did not learn, which holds for tokenizers trained by
+    BPE; ``check-parity`` verifies it on a corpus."""
+    if tokenizer.pipeline is not None:
+        raise FormatError("the tiktoken format holds byte-level BPE only; this tokenizer runs another pipeline")
+    lines = [base64.b64encode(b).decode("ascii") + f" {i}\n" for i, b in sorted(tokenizer._tokens.items())]
+    path = Path(path)
+    write_atomic(path, "".join(lines).encode("ascii"))
+    meta = {"format": "tiktoken sidecar (toksmith)", "pattern": tokenizer.pattern, "pattern_name": tokenizer.pattern_name,
+            "special_tokens": tokenizer.special_tokens}
+    write_atomic(Path(str(path) + SIDECAR_SUFFIX), json.dumps(meta, ensure_ascii=False, indent=1).encode("utf-8"))
