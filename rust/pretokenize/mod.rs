@@ -1,21 +1,58 @@
 //! Pre-tokenization: split text into chunks with a regex; BPE merges never cross a chunk.
+//!
+//! The named patterns (GPT-2/r50k, cl100k, o200k) are run by hand-written scanners
+//! (`scan.rs`) that give exactly the regex's chunks in one pass; any other pattern runs on
+//! fancy-regex.
+
+mod classes;
+mod scan;
+#[cfg(test)]
+mod fuzz;
 
 use crate::error::{Error, ErrorKind, Result};
 use fancy_regex::Regex;
+use scan::{Kind, Scanner};
 
 /// A compiled pre-tokenization pattern.
 ///
-/// fancy-regex is used because the standard patterns need lookahead (`\s+(?!\S)`).
-/// Its backtracking limit is raised so that long runs of one character (1 MB of spaces)
-/// are split rather than refused.
+/// fancy-regex is used for custom patterns because the standard ones need lookahead
+/// (`\s+(?!\S)`). Its backtracking limit is raised so that long runs of one character
+/// (1 MB of spaces) are split rather than refused; still, a regex that backtracks over such a
+/// run (the o200k one, run on fancy-regex, on about 1M letters) hits its stack limit and fails.
 #[derive(Debug, Clone)]
 pub struct Pretokenizer {
-    regex: Regex,
+    engine: Engine,
     pattern: String,
 }
 
+#[derive(Debug, Clone)]
+enum Engine {
+    /// A named pattern, recognised by its exact regex string.
+    Scanner(Scanner),
+    Regex(Regex),
+}
+
+/// The scanner that reproduces `pattern`, if it is one of the named regexes.
+fn scanner_for(pattern: &str) -> Option<Kind> {
+    match pattern {
+        GPT2_PATTERN | R50K_PATTERN => Some(Kind::Gpt2),
+        CL100K_PATTERN => Some(Kind::Cl100k),
+        O200K_PATTERN => Some(Kind::O200k),
+        _ => None,
+    }
+}
+
 impl Pretokenizer {
+    /// Compiles `pattern`; the named regexes get their scanner, others run on fancy-regex.
     pub fn new(pattern: &str) -> Result<Self> {
+        match scanner_for(pattern) {
+            Some(kind) => Ok(Pretokenizer { engine: Engine::Scanner(Scanner::new(kind)), pattern: pattern.to_string() }),
+            None => Self::with_regex(pattern),
+        }
+    }
+
+    /// Always runs `pattern` on fancy-regex, even a named one: the reference for the scanners.
+    pub fn with_regex(pattern: &str) -> Result<Self> {
         let regex = fancy_regex::RegexBuilder::new(pattern)
             .backtrack_limit(100_000_000)
             .build()
@@ -27,19 +64,31 @@ impl Pretokenizer {
                              (syntax of the fancy-regex crate: Perl/Python-like, with lookaround)."),
                 )
             })?;
-        Ok(Pretokenizer { regex, pattern: pattern.to_string() })
+        Ok(Pretokenizer { engine: Engine::Regex(regex), pattern: pattern.to_string() })
     }
 
     pub fn pattern(&self) -> &str {
         &self.pattern
     }
 
+    /// True when a hand-written scanner runs this pattern instead of the regex engine.
+    pub fn uses_scanner(&self) -> bool {
+        matches!(self.engine, Engine::Scanner(_))
+    }
+
     /// Calls `f` on each chunk of `text`, in order. Text the pattern does not match is
     /// dropped, as in tiktoken; the named patterns match every character.
     pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, mut f: F) -> Result<()> {
+        let regex = match &self.engine {
+            Engine::Scanner(scanner) => {
+                scanner.for_each_chunk(text, f);
+                return Ok(());
+            }
+            Engine::Regex(regex) => regex,
+        };
         let mut start = 0;
         while start < text.len() {
-            let m = self.regex.find_from_pos(text, start).map_err(|e| {
+            let m = regex.find_from_pos(text, start).map_err(|e| {
                 Error::new(ErrorKind::InvalidPattern, format!("pre-tokenization regex failed while matching: {e}"))
             })?;
             let Some(m) = m else { break };
@@ -73,6 +122,9 @@ fn next_char_boundary(text: &str, pos: usize) -> usize {
 /// The named patterns (tiktoken's public constants).
 pub const GPT2_PATTERN: &str =
     r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+/// tiktoken's current r50k/p50k pattern: GPT-2's with possessive quantifiers; the same chunks.
+pub const R50K_PATTERN: &str =
+    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
 pub const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 pub const O200K_PATTERN: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",

@@ -1,0 +1,275 @@
+//! Hand-written scanners giving exactly the chunks of the named regexes, in one forward pass
+//! without backtracking. Each `*_end` function returns where the chunk starting at byte `i`
+//! ends; its comments quote the alternatives of the regex it stands for, in the regex's order
+//! (the regex engine takes the first alternative that matches, as these functions do).
+
+use super::classes::{classes, Classes, LETTER, LOWER, NEWLINE, NUMBER, OTHER, PREFIX, SPACE, UPPER};
+
+/// Which regex a scanner reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// GPT-2's pattern and tiktoken's r50k one (the same chunks).
+    Gpt2,
+    Cl100k,
+    O200k,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Scanner {
+    kind: Kind,
+    classes: &'static Classes,
+}
+
+impl Scanner {
+    pub fn new(kind: Kind) -> Self {
+        Scanner { kind, classes: classes() }
+    }
+
+    /// Calls `f` on each chunk of `text`, in order; the chunks cover all of it.
+    #[inline]
+    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, mut f: F) {
+        let s = Text { b: text.as_bytes(), t: self.classes };
+        let mut start = 0;
+        while start < text.len() {
+            let end = match self.kind {
+                Kind::Gpt2 => s.gpt2_end(start),
+                Kind::Cl100k => s.cl100k_end(start),
+                Kind::O200k => s.o200k_end(start),
+            };
+            debug_assert!(end > start && text.is_char_boundary(end));
+            f(&text[start..end]);
+            start = end;
+        }
+    }
+}
+
+/// A text being scanned, with the class table.
+struct Text<'a> {
+    b: &'a [u8],
+    t: &'static Classes,
+}
+
+/// A maximal run of whitespace.
+struct Spaces {
+    /// where the run ends
+    end: usize,
+    /// where its last char starts
+    last: usize,
+    /// just after its last `\r` or `\n`, if it has one
+    after_newline: Option<usize>,
+}
+
+impl Text<'_> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> (u8, usize) {
+        self.t.at(self.b, i)
+    }
+
+    /// The end of the run of chars from `i` that have a flag in `class` (possessive and greedy
+    /// alike: nothing after a run in these patterns can make the engine give chars back).
+    #[inline(always)]
+    fn run(&self, mut i: usize, class: u8) -> usize {
+        loop {
+            let (f, len) = self.at(i);
+            if f & class == 0 {
+                return i;
+            }
+            i += len;
+        }
+    }
+
+    /// Like `run`, but at most `max` chars (`\p{N}{1,3}`).
+    #[inline(always)]
+    fn run_max(&self, mut i: usize, class: u8, max: usize) -> usize {
+        for _ in 0..max {
+            let (f, len) = self.at(i);
+            if f & class == 0 {
+                break;
+            }
+            i += len;
+        }
+        i
+    }
+
+    /// ` ?X`: just after the space at `i` if a char of `class` follows it, else `i`.
+    #[inline(always)]
+    fn skip_space(&self, i: usize, class: u8) -> usize {
+        if self.b[i] == b' ' && self.at(i + 1).0 & class != 0 {
+            i + 1
+        } else {
+            i
+        }
+    }
+
+    fn spaces(&self, i: usize) -> Spaces {
+        let (mut end, mut last, mut after_newline) = (i, i, None);
+        loop {
+            let (f, len) = self.at(end);
+            if f & SPACE == 0 {
+                return Spaces { end, last, after_newline };
+            }
+            if f & NEWLINE != 0 {
+                after_newline = Some(end + len);
+            }
+            last = end;
+            end += len;
+        }
+    }
+
+    /// An ASCII letter at `i`; lowercased when ignoring case, where U+017F (long s) counts as
+    /// an s, because the regex engine's case folding maps it to s.
+    #[inline]
+    fn letter(&self, i: usize, ignore_case: bool) -> Option<(u8, usize)> {
+        let c = *self.b.get(i)?;
+        if c.is_ascii_alphabetic() {
+            Some((if ignore_case { c.to_ascii_lowercase() } else { c }, 1))
+        } else if ignore_case && self.b[i..].starts_with("\u{17f}".as_bytes()) {
+            Some((b's', 2))
+        } else {
+            None
+        }
+    }
+
+    /// `'(?:[sdmt]|ll|ve|re)` at `i` (case-insensitive or not): the end of the contraction.
+    fn contraction(&self, i: usize, ignore_case: bool) -> Option<usize> {
+        if self.b.get(i) != Some(&b'\'') {
+            return None;
+        }
+        let (c, len) = self.letter(i + 1, ignore_case)?;
+        let j = i + 1 + len;
+        let second = match c {
+            b's' | b'd' | b'm' | b't' => return Some(j),
+            b'l' => b'l',
+            b'v' | b'r' => b'e',
+            _ => return None,
+        };
+        let (c2, len2) = self.letter(j, ignore_case)?;
+        (c2 == second).then_some(j + len2)
+    }
+
+    /// r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+", and tiktoken's
+    /// r50k form r"...| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s": the same chunks.
+    fn gpt2_end(&self, i: usize) -> usize {
+        if let Some(end) = self.contraction(i, false) {
+            return end;
+        }
+        for class in [LETTER, NUMBER, OTHER] {
+            let k = self.skip_space(i, class);
+            if self.at(k).0 & class != 0 {
+                return self.run(k, class);
+            }
+        }
+        // Whitespace. `\s+(?!\S)`: the whole run at the end of the text, else all of it but
+        // its last char (left to start the next chunk); `\s+`: a single char before a non-space.
+        let s = self.spaces(i);
+        if s.end == self.b.len() || s.last == i {
+            s.end
+        } else {
+            s.last
+        }
+    }
+
+    /// r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+    fn cl100k_end(&self, i: usize) -> usize {
+        if let Some(end) = self.contraction(i, true) {
+            return end;
+        }
+        // `[^\r\n\p{L}\p{N}]?+\p{L}++`: letters, after at most one char that is not one.
+        let (f, len) = self.at(i);
+        if f & LETTER != 0 {
+            return self.run(i, LETTER);
+        }
+        if f & PREFIX != 0 && self.at(i + len).0 & LETTER != 0 {
+            return self.run(i + len, LETTER);
+        }
+        if f & NUMBER != 0 {
+            return self.run_max(i, NUMBER, 3);
+        }
+        // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
+        let k = self.skip_space(i, OTHER);
+        if self.at(k).0 & OTHER != 0 {
+            let end = self.run(k, OTHER);
+            return self.run(end, NEWLINE);
+        }
+        // Whitespace, in the regex's order: `\s++$` the whole run at the end of the text;
+        // `\s*[\r\n]` up to its last newline; `\s+(?!\S)` all but its last char; `\s` one char.
+        let s = self.spaces(i);
+        if s.end == self.b.len() {
+            s.end
+        } else if let Some(end) = s.after_newline {
+            end
+        } else if s.last > i {
+            s.last
+        } else {
+            s.end
+        }
+    }
+
+    /// The o200k regex (see `O200K_PATTERN`): two word alternatives
+    /// `P?U*W+C?` and `P?U+W*C?`, with P = [^\r\n\p{L}\p{N}], U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
+    /// W = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = (?i:'s|'t|'re|'ve|'m|'ll|'d); then `\p{N}{1,3}`,
+    /// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`.
+    fn o200k_end(&self, i: usize) -> usize {
+        let (f, len) = self.at(i);
+        // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
+        // engine backtracking) without. Marks are both in P and in U and W, so both can match.
+        let starts = if f & PREFIX != 0 { [Some(i + len), Some(i)] } else { [Some(i), None] };
+        for word in [Self::upper_then_lower, Self::upper_word] {
+            for k in starts.into_iter().flatten() {
+                if let Some(end) = word(self, k) {
+                    return self.contraction(end, true).unwrap_or(end);
+                }
+            }
+        }
+        if f & NUMBER != 0 {
+            return self.run_max(i, NUMBER, 3);
+        }
+        // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+        let k = self.skip_space(i, OTHER);
+        if self.at(k).0 & OTHER != 0 {
+            let mut end = self.run(k, OTHER);
+            while matches!(self.b.get(end), Some(b'\r' | b'\n' | b'/')) {
+                end += 1;
+            }
+            return end;
+        }
+        // Whitespace: `\s*[\r\n]+` up to the run's last newline; `\s+(?!\S)` the whole run at
+        // the end of the text, else all but its last char; `\s+` one char before a non-space.
+        let s = self.spaces(i);
+        if let Some(end) = s.after_newline {
+            end
+        } else if s.end == self.b.len() || s.last == i {
+            s.end
+        } else {
+            s.last
+        }
+    }
+
+    /// `U*W+` from `k`, as the backtracking engine matches it. The greedy `U*` takes the whole
+    /// run of U chars; if a W char follows, `W+` takes the W run from there. Otherwise `U*`
+    /// gives chars back until `W+` can start, i.e. at the run's last W char (U and W overlap),
+    /// and `W+` stops right after it (the chars after it in the run are not W).
+    fn upper_then_lower(&self, k: usize) -> Option<usize> {
+        let (mut j, mut after_last_lower) = (k, None);
+        loop {
+            let (f, len) = self.at(j);
+            if f & UPPER == 0 {
+                break;
+            }
+            if f & LOWER != 0 {
+                after_last_lower = Some(j + len);
+            }
+            j += len;
+        }
+        if self.at(j).0 & LOWER != 0 {
+            return Some(self.run(j, LOWER));
+        }
+        after_last_lower
+    }
+
+    /// `U+W*` from `k`.
+    fn upper_word(&self, k: usize) -> Option<usize> {
+        let j = self.run(k, UPPER);
+        (j > k).then(|| self.run(j, LOWER))
+    }
+}
