@@ -12,6 +12,60 @@ use std::collections::BinaryHeap;
 /// for the short chunks ordinary text consists of; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 48;
 
+/// Packs up to 15 bytes and their length into one integer (little-endian bytes, the length in
+/// the top byte), so that two different short byte strings never share a key.
+#[inline]
+fn pack_short(bytes: &[u8]) -> Option<u128> {
+    if bytes.len() > 15 {
+        return None;
+    }
+    let mut buf = [0u8; 16];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    buf[15] = bytes.len() as u8;
+    Some(u128::from_le_bytes(buf))
+}
+
+/// Gives every model its own number, so a thread's chunk cache knows whose results it holds.
+static NEXT_MODEL_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Per-thread cache of merge results for short chunks: packed chunk -> ids, the ids kept in one
+/// flat arena (no allocation per entry). Bounded: cleared when full.
+struct ChunkCache {
+    owner: u64,
+    index: FxHashMap<u128, (u32, u32)>,
+    ids: Vec<u32>,
+}
+
+const CACHE_ENTRIES: usize = 1 << 16;
+
+impl ChunkCache {
+    fn claim(&mut self, uid: u64) {
+        if self.owner != uid {
+            self.owner = uid;
+            self.index.clear();
+            self.ids.clear();
+        }
+    }
+
+    fn get(&self, key: u128) -> Option<&[u32]> {
+        self.index.get(&key).map(|&(start, len)| &self.ids[start as usize..(start + len) as usize])
+    }
+
+    fn insert(&mut self, key: u128, ids: &[u32]) {
+        if self.index.len() >= CACHE_ENTRIES {
+            self.index.clear();
+            self.ids.clear();
+        }
+        self.index.insert(key, (self.ids.len() as u32, ids.len() as u32));
+        self.ids.extend_from_slice(ids);
+    }
+}
+
+thread_local! {
+    static CHUNK_CACHE: std::cell::RefCell<ChunkCache> =
+        std::cell::RefCell::new(ChunkCache { owner: 0, index: FxHashMap::default(), ids: Vec::new() });
+}
+
 /// The rank of a pair that does not merge: larger than every real rank.
 const NO_MERGE: (u32, u32) = (u32::MAX, u32::MAX);
 
@@ -68,6 +122,10 @@ pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are special tokens (or unused).
     vocab: Vec<Option<Vec<u8>>>,
     by_bytes: FxHashMap<Vec<u8>, u32>,
+    /// The tokens of at most 15 bytes again, keyed by their bytes packed into one integer:
+    /// looking a chunk up costs one hash of a u128 instead of hashing and comparing a slice
+    /// (most chunks of real text are a single short token).
+    short_tokens: FxHashMap<u128, u32>,
     /// Byte level: the id of each byte. Char level: the byte-fallback tokens `<0xAB>`, if any.
     byte_ids: Option<[u32; 256]>,
     /// (left id, right id) -> (rank, merged id). Lower rank merges first.
@@ -76,6 +134,8 @@ pub struct BpeModel {
     /// None: the caller pre-tokenizes, each piece given is one chunk.
     pretokenizer: Option<Pretokenizer>,
     options: BpeOptions,
+    /// This model's number for the per-thread chunk cache.
+    uid: u64,
 }
 
 impl BpeModel {
@@ -196,7 +256,9 @@ impl BpeModel {
         let merges = make_merges(&vocab, &by_bytes)?;
         let specials = SpecialTokens::new(specials)?;
         let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
-        Ok(BpeModel { vocab, by_bytes, byte_ids, merges, specials, pretokenizer, options })
+        let short_tokens = by_bytes.iter().filter_map(|(b, &id)| pack_short(b).map(|k| (k, id))).collect();
+        let uid = NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(BpeModel { vocab, by_bytes, short_tokens, byte_ids, merges, specials, pretokenizer, options, uid })
     }
 
     /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
@@ -360,14 +422,36 @@ impl BpeModel {
         }
     }
 
+    /// The id of the token whose bytes are exactly `bytes`, if any.
+    #[inline]
+    fn whole_token(&self, bytes: &[u8]) -> Option<u32> {
+        match pack_short(bytes) {
+            Some(key) => self.short_tokens.get(&key).copied(),
+            None => self.by_bytes.get(bytes).copied(),
+        }
+    }
+
     /// Applies the merges to one chunk (UTF-8 bytes of a str) and appends its ids to `out`.
     pub fn encode_chunk(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
         if self.options.ignore_merges {
-            if let Some(&id) = self.by_bytes.get(bytes) {
+            if let Some(id) = self.whole_token(bytes) {
                 out.push(id);
+                return Ok(());
+            }
+        }
+        // Short chunks that are not one token repeat a lot ("tokenizer", " encoding"): their
+        // merge results are cached per thread.
+        let key = if self.options.level == Level::Byte { pack_short(bytes) } else { None };
+        if let Some(key) = key {
+            let hit = CHUNK_CACHE.with(|c| {
+                let mut c = c.borrow_mut();
+                c.claim(self.uid);
+                c.get(key).map(|ids| out.extend_from_slice(ids)).is_some()
+            });
+            if hit {
                 return Ok(());
             }
         }
@@ -376,6 +460,9 @@ impl BpeModel {
         if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch);
             out.extend_from_slice(scratch);
+            if let Some(key) = key {
+                CHUNK_CACHE.with(|c| c.borrow_mut().insert(key, scratch));
+            }
         } else {
             self.merge_long(scratch, out);
         }

@@ -51,16 +51,31 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     }
 }
 
-/// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None).
+/// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None). Pools are
+/// made once per size and kept: starting threads on every batch call would cost more than
+/// encoding a small batch.
 fn with_threads<T: Send>(num_threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
-    match num_threads {
-        None | Some(0) => Ok(f()),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map(|pool| pool.install(f))
-            .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}"))),
-    }
+    static POOLS: std::sync::Mutex<Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>> = std::sync::Mutex::new(Vec::new());
+    let n = match num_threads {
+        None | Some(0) => return Ok(f()),
+        Some(n) => n,
+    };
+    let pool = {
+        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+        match pools.iter().find(|(size, _)| *size == n) {
+            Some((_, pool)) => pool.clone(),
+            None => {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}")))?;
+                let pool = std::sync::Arc::new(pool);
+                pools.push((n, pool.clone()));
+                pool
+            }
+        }
+    };
+    Ok(pool.install(f))
 }
 
 #[pyclass(name = "BpeModel", module = "toksmith._core", frozen)]
@@ -162,7 +177,12 @@ impl PyBpeModel {
 
     fn encode<'py>(&self, py: Python<'py>, text: &str, allowed: Vec<u32>) -> PyResult<Bound<'py, PyList>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
-        let ids = py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id))))?;
+        let ids = if allowed.is_empty() {
+            // Nothing to cut out: skip the special-token scan.
+            py.allow_threads(|| guard(|| self.inner.encode_ordinary(text)))?
+        } else {
+            py.allow_threads(|| guard(|| self.inner.encode(text, |id| allowed.contains(&id))))?
+        };
         self.to_list(py, &ids)
     }
 
@@ -196,7 +216,10 @@ impl PyBpeModel {
         let all = py.allow_threads(|| {
             guard(|| {
                 with_threads(num_threads, || {
-                    texts.par_iter().map(|t| self.inner.encode(t, |id| allowed.contains(&id))).collect::<Result<Vec<_>, _>>()
+                    texts
+                        .par_iter()
+                        .map(|t| if allowed.is_empty() { self.inner.encode_ordinary(t) } else { self.inner.encode(t, |id| allowed.contains(&id)) })
+                        .collect::<Result<Vec<_>, _>>()
                 })?
             })
         })?;
