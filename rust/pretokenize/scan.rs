@@ -210,6 +210,9 @@ impl Text<'_> {
     /// W = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = (?i:'s|'t|'re|'ve|'m|'ll|'d); then `\p{N}{1,3}`,
     /// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`.
     fn o200k_end(&self, i: usize) -> usize {
+        if let Some(end) = self.o200k_ascii_word(i) {
+            return end;
+        }
         let (f, len) = self.at(i);
         // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
         // engine backtracking) without. Marks are both in P and in U and W, so both can match.
@@ -243,6 +246,34 @@ impl Text<'_> {
         } else {
             s.last
         }
+    }
+
+    /// The common case of `o200k_end`, all ASCII: an optional prefix char (ASCII, not a letter,
+    /// digit, `\r` or `\n`), capitals then small letters, an optional contraction. None when
+    /// the chunk is not such a word or a non-ASCII char (a letter, a mark) could extend it:
+    /// the general path then decides.
+    #[inline]
+    fn o200k_ascii_word(&self, i: usize) -> Option<usize> {
+        let b = self.b;
+        let c = *b.get(i)?;
+        if !c.is_ascii() || c.is_ascii_digit() || c == b'\r' || c == b'\n' {
+            return None;
+        }
+        let start = if c.is_ascii_alphabetic() { i } else { i + 1 };
+        let mut k = start;
+        while k < b.len() && b[k].is_ascii_uppercase() {
+            k += 1;
+        }
+        let upper_end = k;
+        while k < b.len() && b[k].is_ascii_lowercase() {
+            k += 1;
+        }
+        if k == start || b.get(k).is_some_and(|c| !c.is_ascii()) {
+            return None;
+        }
+        // `U*W+` when small letters follow the capitals, else `U+W*` (W* empty here).
+        let end = if k > upper_end { k } else { upper_end };
+        Some(self.contraction(end, true).unwrap_or(end))
     }
 
     /// `U*W+` from `k`, as the backtracking engine matches it. The greedy `U*` takes the whole
