@@ -30,6 +30,7 @@ def load(path: str | os.PathLike, **options) -> Tokenizer:
     """Loads a tokenizer, detecting its format.
 
     - a file written by :meth:`Tokenizer.save` (toksmith JSON);
+    - a SentencePiece ``.model``; a GGUF vocabulary (``.gguf``, ``.gguf.xz``);
     - a tiktoken encoding by name (``"cl100k_base"``, ``"o200k_base"``, ...; the ``.tiktoken`` file
       is looked up in ``tiktoken_dir=`` or ``$TOKSMITH_TIKTOKEN_DIR``, never downloaded) or a
       ``.tiktoken`` file (``pattern=`` and ``special_tokens=`` for files of unknown encodings).
@@ -39,9 +40,25 @@ def load(path: str | os.PathLike, **options) -> Tokenizer:
     text = os.fspath(path)
     if text in ENCODINGS or text.endswith(".tiktoken"):
         return load_tiktoken(text, **options)
+    if text.endswith(".model"):
+        from .formats.sentencepiece import load_sentencepiece
+
+        return load_sentencepiece(text, **options)
+    if text.endswith((".gguf", ".gguf.xz")) or _starts_with(text, b"GGUF"):
+        from .formats.gguf import load_gguf
+
+        return load_gguf(text, **options)
     if options:
         raise TypeError(f"unexpected options for a toksmith file: {sorted(options)}")
     return Tokenizer.load(path)
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 __all__ = [

@@ -123,14 +123,15 @@ class Unigram(_VocabModel):
     """
 
     def __init__(self, pieces: Sequence[tuple[str, float]], *, unk_id: int | None = None, byte_fallback: bool = False,
-                 fuse_unk: bool = True, exclude: Iterable[int] = ()) -> None:
+                 fuse_unk: bool = True, exclude: Iterable[int] = (), float32_scores: bool = False) -> None:
         super().__init__(_first_ids(pieces))
         self.pieces = [(p, float(s)) for p, s in pieces]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         skip = set(exclude) | ({unk_id} if unk_id is not None else set())
         lattice = [(p, i, s) for i, (p, s) in enumerate(self.pieces) if i not in skip]
-        self._core = _core.UnigramModel(lattice, unk_id, byte_fallback, fuse_unk)
+        self.float32_scores = float32_scores
+        self._core = _core.UnigramModel(lattice, unk_id, byte_fallback, fuse_unk, float32_scores)
 
     def id_to_token(self, id: int) -> str | None:
         return self.pieces[id][0] if 0 <= id < len(self.pieces) else None

@@ -2,6 +2,11 @@
 //! probability, by Viterbi over the lattice of pieces. A character no piece covers becomes the
 //! unknown token (score: lowest piece score minus 10, as SentencePiece does), or its bytes
 //! `<0xAB>` with byte fallback.
+//!
+//! Path scores are summed in f64, as Hugging Face and llama.cpp do. SentencePiece itself sums
+//! and keeps them in f32 (`with_float32_scores`): the rounding decides near-ties, and even
+//! exact ties, differently (kyoto's "....": "..." + "." there, "." + "..." in f64), so the
+//! SentencePiece loader asks for it.
 
 use crate::error::{Error, ErrorKind, Result};
 use rustc_hash::FxHashMap;
@@ -14,16 +19,19 @@ pub struct UnigramModel {
     pieces: FxHashMap<String, (u32, f64)>,
     unk: Option<u32>,
     unk_score: f64,
+    min_score: f64,
     byte_ids: Option<[u32; 256]>,
     fuse_unk: bool,
     max_piece_bytes: usize,
+    float32_scores: bool,
 }
 
 impl UnigramModel {
     /// `pieces`: (piece, id, score); pieces that must never be produced by the lattice (control,
-    /// unused) are left out by the caller.
+    /// unused) are left out by the caller. A piece whose score is not finite (-inf) never enters
+    /// the lattice but is still there for byte fallback: SentencePiece's `<0xAB>` pieces.
     pub fn new(pieces: Vec<(String, u32, f64)>, unk: Option<u32>, byte_fallback: bool, fuse_unk: bool) -> Result<Self> {
-        let min_score = pieces.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+        let min_score = pieces.iter().map(|p| p.2).filter(|s| s.is_finite()).fold(f64::INFINITY, f64::min);
         let max_piece_bytes = pieces.iter().map(|p| p.0.len()).max().unwrap_or(0);
         let map: FxHashMap<String, (u32, f64)> = pieces.into_iter().map(|(s, id, score)| (s, (id, score))).collect();
         let byte_ids = if byte_fallback {
@@ -38,7 +46,27 @@ impl UnigramModel {
             None
         };
         let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
-        Ok(UnigramModel { pieces: map, unk, unk_score, byte_ids, fuse_unk, max_piece_bytes })
+        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false })
+    }
+
+    /// SentencePiece's arithmetic: path scores are f32, each step an f32 addition.
+    pub fn with_float32_scores(mut self, on: bool) -> Self {
+        self.float32_scores = on;
+        self.unk_score = match (self.min_score.is_finite(), on) {
+            (false, _) => -UNK_PENALTY,
+            (true, true) => (self.min_score as f32 - UNK_PENALTY as f32) as f64,
+            (true, false) => self.min_score - UNK_PENALTY,
+        };
+        self
+    }
+
+    /// `base + score` in the model's arithmetic (an f32 addition for SentencePiece).
+    fn add(&self, base: f64, score: f64) -> f64 {
+        if self.float32_scores {
+            (base as f32 + score as f32) as f64
+        } else {
+            base + score
+        }
     }
 
     /// Appends the best segmentation of `text`.
@@ -61,11 +89,11 @@ impl UnigramModel {
             let mut end = start + char_len;
             while end <= limit {
                 if text.is_char_boundary(end) {
-                    if let Some(&(id, score)) = self.pieces.get(&text[start..end]) {
+                    if let Some(&(id, score)) = self.pieces.get(&text[start..end]).filter(|p| p.1.is_finite()) {
                         if end == start + char_len {
                             matched_single = true;
                         }
-                        let s = base + score;
+                        let s = self.add(base, score);
                         // Ties keep the earlier-found path, as SentencePiece's lattice does.
                         if s > best[end].0 {
                             best[end] = (s, start, Some(id));
@@ -77,7 +105,7 @@ impl UnigramModel {
             if !matched_single {
                 // No piece for this character: the unknown token covers it.
                 let end = start + char_len;
-                let s = base + self.unk_score;
+                let s = self.add(base, self.unk_score);
                 if s > best[end].0 {
                     best[end] = (s, start, None);
                 }
@@ -152,5 +180,26 @@ mod tests {
     fn unknown_characters() {
         assert_eq!(model(false).encode_words(["xyab"]).unwrap(), vec![0, 3]);
         assert_eq!(model(true).encode_words(["é"]).unwrap(), vec![10 + 0xC3, 10 + 0xA9]);
+    }
+
+    #[test]
+    fn float32_scores_decide_ties_as_sentencepiece() {
+        // Both splits of "...." score the same; SentencePiece's f32 sums round so that
+        // "..." + "." wins, f64 keeps the first found, "." + "...".
+        let pieces = vec![("a".to_string(), 1, -7.3f32 as f64), (".".into(), 2, -8.356_37f32 as f64), ("...".into(), 3, -9.194_641f32 as f64)];
+        let m = UnigramModel::new(pieces, Some(0), false, true).unwrap();
+        assert_eq!(m.encode_words(["a...."]).unwrap(), vec![1, 2, 3]);
+        let m = m.with_float32_scores(true);
+        assert_eq!(m.encode_words(["a...."]).unwrap(), vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn pieces_without_finite_score_only_serve_byte_fallback() {
+        let mut pieces = vec![("a".to_string(), 1, -1.0)];
+        pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 10 + b, f64::NEG_INFINITY)));
+        let m = UnigramModel::new(pieces, Some(0), true, true).unwrap();
+        // The literal text of a byte piece is not that piece; its characters fall back to bytes.
+        let ids = m.encode_words(["<0x61>a"]).unwrap();
+        assert_eq!(ids, "<0x61>".bytes().map(|b| 10 + b as u32).chain([1]).collect::<Vec<_>>());
     }
 }

@@ -264,9 +264,12 @@ struct PyUnigramModel {
 impl PyUnigramModel {
     /// `pieces`: (piece, id, score) for every piece the lattice may use.
     #[new]
-    #[pyo3(signature = (pieces, unk_id=None, byte_fallback=false, fuse_unk=true))]
-    fn new(pieces: Vec<(String, u32, f64)>, unk_id: Option<u32>, byte_fallback: bool, fuse_unk: bool) -> PyResult<Self> {
-        guard(|| UnigramModel::new(pieces, unk_id, byte_fallback, fuse_unk)).map(|inner| PyUnigramModel { inner })
+    /// `float32_scores`: add path scores in 32-bit floats, as SentencePiece does (its near-ties
+    /// resolve differently from 64-bit sums).
+    #[pyo3(signature = (pieces, unk_id=None, byte_fallback=false, fuse_unk=true, float32_scores=false))]
+    fn new(pieces: Vec<(String, u32, f64)>, unk_id: Option<u32>, byte_fallback: bool, fuse_unk: bool, float32_scores: bool) -> PyResult<Self> {
+        guard(|| UnigramModel::new(pieces, unk_id, byte_fallback, fuse_unk).map(|m| m.with_float32_scores(float32_scores)))
+            .map(|inner| PyUnigramModel { inner })
     }
 
     fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {

@@ -1,0 +1,681 @@
+"""GGUF vocabularies (llama.cpp's model files), encoded as llama.cpp encodes them.
+
+A GGUF file starts with key/value metadata; the tokenizer is in the ``tokenizer.ggml.*`` keys:
+``model`` (``llama``: SentencePiece-style BPE by score; ``gpt2``: byte-level BPE with merges;
+``bert``: WordPiece; ``t5``: Unigram; ``gemma4``: BPE on raw UTF-8), ``tokens``, ``scores``,
+``token_type``, ``merges``, ``pre`` (the pre-tokenizer, :mod:`.llama_cpp_pre`), the special ids
+and flags. Only that metadata is read, by a small reader of its own: the ``gguf`` package's
+reader builds a numpy view per array element and takes 20 s on a 262k-token vocabulary, where
+this takes a fraction of a second. ``.gguf.xz`` files are decompressed in memory.
+
+What llama.cpp does, reproduced here (its ``llama_tokenize`` with ``parse_special=false``):
+user-defined tokens are cut out of the text first (longest token first, everywhere); each
+remaining fragment is tokenized on its own by the vocabulary's algorithm. Control tokens are
+special tokens: only read from the text when the caller allows them.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import struct
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .. import models
+from ..byte_level import bytes_to_token, token_to_bytes
+from ..charsmap import PrecompiledCharsmap
+from ..errors import EncodeError, FormatError
+from ..pipeline import AddedToken, Pipeline
+from ..tokenizer import Tokenizer
+from . import llama_cpp_pre
+
+SPACE = "\u2581"  # ▁
+
+# tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*)
+UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
+
+# ---------------------------------------------------------------------------- reading GGUF
+
+_GGUF_MAGIC = b"GGUF"
+# value type -> struct format (GGUF spec); 8 = string, 9 = array
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+
+class _Reader:
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data, self.pos, self.source = data, 0, source
+        self.order = "<"
+
+    def take(self, fmt: str):
+        size = struct.calcsize(self.order + fmt)
+        if self.pos + size > len(self.data):
+            raise FormatError(f"{self.source} is truncated (metadata runs past the end of the file at byte {self.pos})")
+        values = struct.unpack_from(self.order + fmt, self.data, self.pos)
+        self.pos += size
+        return values
+
+    def string(self) -> str:
+        (n,) = self.take("Q")
+        if self.pos + n > len(self.data):
+            raise FormatError(f"{self.source} is truncated (a string runs past the end of the file at byte {self.pos})")
+        raw = self.data[self.pos:self.pos + n]
+        self.pos += n
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError(f"{self.source}: a string at byte {self.pos - n} is not valid UTF-8") from None
+
+    def value(self, kind: int):
+        if kind == _STRING:
+            return self.string()
+        if kind in _SCALARS:
+            return self.take(_SCALARS[kind])[0]
+        if kind == _ARRAY:
+            item_kind, count = self.take("IQ")
+            if item_kind == _STRING:
+                return [self.string() for _ in range(count)]
+            if item_kind in _SCALARS:
+                if count > len(self.data):
+                    raise FormatError(f"{self.source} is truncated (an array of {count} items at byte {self.pos})")
+                return list(self.take(f"{count}{_SCALARS[item_kind]}"))
+            if item_kind == _ARRAY:
+                return [self.value(_ARRAY) for _ in range(count)]
+            raise FormatError(f"{self.source}: unknown GGUF array item type {item_kind} at byte {self.pos}")
+        raise FormatError(f"{self.source}: unknown GGUF value type {kind} at byte {self.pos}")
+
+
+def read_gguf_metadata(data: bytes, source: str = "<bytes>") -> dict[str, object]:
+    """The key/value metadata of a GGUF file (versions 2 and 3, either byte order)."""
+    if data[:4] != _GGUF_MAGIC:
+        raise FormatError(f"{source} is not a GGUF file (it does not start with 'GGUF')")
+    r = _Reader(data, source)
+    r.pos = 4
+    (version,) = r.take("I")
+    if version & 0xFFFF == 0:  # written on a big-endian machine
+        r.order = ">"
+        version = struct.unpack(">I", struct.pack("<I", version))[0]
+    if version not in (2, 3):
+        raise FormatError(f"{source}: GGUF version {version} is not supported (versions 2 and 3 are)")
+    _, n_kv = r.take("QQ")
+    metadata: dict[str, object] = {}
+    for _ in range(n_kv):
+        key = r.string()
+        (kind,) = r.take("I")
+        metadata[key] = r.value(kind)
+    return metadata
+
+
+def read_gguf_file(path: str | os.PathLike) -> dict[str, object]:
+    """The metadata of a ``.gguf`` file, or of a ``.gguf.xz`` (decompressed in memory)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such file") from None
+    except OSError as e:
+        raise FormatError(f"cannot read {path}: {e}") from None
+    if path.suffix == ".xz" or data[:6] == b"\xfd7zXZ\x00":
+        try:
+            data = lzma.decompress(data)
+        except lzma.LZMAError as e:
+            raise FormatError(f"{path}: the xz data is corrupted or truncated ({e})") from None
+    return read_gguf_metadata(data, str(path))
+
+
+# ---------------------------------------------------------------------------- vocabulary
+
+
+class LlamaVocab:
+    """Tokens, scores and types of a GGUF vocabulary, with llama.cpp's look-up rules (a
+    repeated token string maps to its last id; an empty token is named ``[EMPTY_<id>]``)."""
+
+    def __init__(self, tokens: Sequence[str], scores: Sequence[float], types: Sequence[int]) -> None:
+        self.tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+        self.scores = list(scores)
+        self.types = list(types)
+        self.ids = {t: i for i, t in enumerate(self.tokens)}  # last id wins, as in llama.cpp
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.ids)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.ids.get(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self.tokens[id] if 0 <= id < len(self.tokens) else None
+
+
+def _is_space(c: str) -> bool:
+    return c in " \t\n\v\f\r"  # C's isspace, which llama.cpp uses for lstrip/rstrip
+
+
+class _LlamaModel:
+    """Shared by the four algorithms: cuts user-defined tokens out of each text first, as
+    llama.cpp's ``tokenizer_st_partition`` does: longest token first, every occurrence."""
+
+    def __init__(self, vocab: LlamaVocab, cut: Sequence[int], lstrip: frozenset[int], rstrip: frozenset[int]) -> None:
+        self.vocab = vocab
+        self._cut = sorted(cut, key=lambda i: (-len(vocab.tokens[i].encode("utf-8")), i))
+        self._lstrip, self._rstrip = lstrip, rstrip
+
+    # the model interface of toksmith's pipeline
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.vocab_size
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.vocab.get_vocab()
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.vocab.token_to_id(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self.vocab.id_to_token(id)
+
+    def encode_words(self, words: Iterable[str]) -> list[int]:
+        out: list[int] = []
+        for word in words:
+            for part in self._partition(word):
+                if isinstance(part, int):
+                    out.append(part)
+                else:
+                    self.encode_fragment(part, out)
+        return out
+
+    def encode_fragment(self, text: str, out: list[int]) -> None:
+        raise NotImplementedError
+
+    def _partition(self, text: str) -> list[str | int]:
+        parts: list[str | int] = [text] if text else []
+        for token_id in self._cut:
+            token = self.vocab.tokens[token_id]
+            new: list[str | int] = []
+            for part in parts:
+                if isinstance(part, int) or token not in part:
+                    new.append(part)
+                    continue
+                rest = part
+                while True:
+                    at = rest.find(token)
+                    if at < 0:
+                        if rest:
+                            new.append(rest)
+                        break
+                    left = rest[:at]
+                    if token_id in self._lstrip:
+                        while left and _is_space(left[-1]):
+                            left = left[:-1]
+                    if left:
+                        new.append(left)
+                    new.append(token_id)
+                    rest = rest[at + len(token):]
+                    if token_id in self._rstrip:
+                        while rest and _is_space(rest[0]):
+                            rest = rest[1:]
+            parts = new
+        return parts
+
+
+def _score_merges(vocab: LlamaVocab, targets: Iterable[int]) -> list[tuple[str, str]]:
+    """Every split (left, right) of every target token into two tokens, ranked by the target's
+    score (highest first; among equal scores the longer token first, see SentencePieceBPE)."""
+    ranked = []
+    for i in targets:
+        token = vocab.tokens[i]
+        if vocab.ids.get(token) != i:
+            continue
+        for k in range(1, len(token)):
+            left, right = token[:k], token[k:]
+            if left in vocab.ids and right in vocab.ids:
+                ranked.append((-vocab.scores[i], -len(token), i, left, right))
+    ranked.sort()
+    return [(left, right) for *_, left, right in ranked]
+
+
+def _unique_vocab(vocab: LlamaVocab) -> dict[str, int]:
+    return dict(vocab.ids)
+
+
+class LlamaSPM(_LlamaModel):
+    """llama.cpp's ``llama`` vocabularies: SentencePiece BPE (the pair forming the best-scoring
+    token merges first), no normalization, a space in front of every fragment, characters
+    without a token as their bytes ``<0xAB>``."""
+
+    def __init__(self, vocab: LlamaVocab, cut, lstrip, rstrip, *, add_space_prefix: bool) -> None:
+        super().__init__(vocab, cut, lstrip, rstrip)
+        self.add_space_prefix = add_space_prefix
+        self.merges = _score_merges(vocab, range(vocab.vocab_size))
+        self._byte_ids = [vocab.ids.get(f"<0x{b:02X}>", vocab.ids.get(chr(b)) if b < 0x80 else None) for b in range(256)]
+        full_bytes = all(vocab.ids.get(f"<0x{b:02X}>") is not None for b in range(256))
+        self._core = models.BPE(_unique_vocab(vocab), self.merges, byte_fallback=full_bytes)
+        self._full_bytes = full_bytes
+
+    def encode_fragment(self, text: str, out: list[int]) -> None:
+        if self.add_space_prefix:
+            text = " " + text
+        text = text.replace(" ", SPACE)
+        if not self._full_bytes:
+            for c in text:
+                if c not in self.vocab.ids:
+                    raise EncodeError(f"{c!r} has no token and the vocabulary has no byte tokens <0xAB> for it")
+        out.extend(self._core.encode_words([text]))
+
+
+class LlamaBPE(_LlamaModel):
+    """llama.cpp's ``gpt2`` (byte-level BPE with ranked merges after a regex pre-tokenizer)
+    and ``gemma4`` (the same on raw UTF-8, spaces as ``▁``, byte tokens ``<0xAB>``) vocabularies."""
+
+    def __init__(self, vocab: LlamaVocab, cut, lstrip, rstrip, *, merges: Sequence[str],
+                 pre: llama_cpp_pre.PreOptions, source: str) -> None:
+        super().__init__(vocab, cut, lstrip, rstrip)
+        self.pre = pre
+        self.regexes = llama_cpp_pre.REGEXES[pre.type]
+        self.byte_encode = pre.type not in llama_cpp_pre.RAW_UTF8
+        pairs = []
+        for rank, m in enumerate(merges):
+            at = m.find(" ", 1)
+            left, right = (m[:at], m[at + 1:]) if at >= 0 else ("", "")
+            if left not in vocab.ids or right not in vocab.ids or left + right not in vocab.ids:
+                raise FormatError(f"{source}: merge #{rank} {m!r} names or forms a string that is not a token")
+            pairs.append((left, right))
+        self.merges = pairs
+        if not self.byte_encode:
+            missing = [b for b in range(256) if f"<0x{b:02X}>" not in vocab.ids]
+            if missing:
+                raise FormatError(f"{source}: a raw UTF-8 BPE vocabulary needs the 256 byte tokens <0xAB>; "
+                                  f"<0x{missing[0]:02X}> is missing")
+        # Bytes without a token (often 0xC0, 0xC1, 0xF5-0xFF, never in UTF-8) are dropped by
+        # llama.cpp; they also stop merges across them, so a word is split around them.
+        self._missing = frozenset(c for b in range(256) if (c := bytes_to_token(bytes([b]))) not in vocab.ids) \
+            if self.byte_encode else frozenset()
+        self._core = models.BPE(_unique_vocab(vocab), pairs, byte_fallback=not self.byte_encode,
+                                ignore_merges=pre.ignore_merges)
+
+    def encode_fragment(self, text: str, out: list[int]) -> None:
+        if self.pre.escape_whitespaces:
+            text = text.replace(" ", SPACE)
+        words = llama_cpp_pre.split(text, self.regexes)
+        if self.byte_encode:
+            words = [bytes_to_token(w.encode("utf-8")) for w in words]
+        for word in words:
+            # Gemma 4: a run of newlines that is a token is that token.
+            if self.pre.type == "gemma4" and not word.strip("\n") and word in self.vocab.ids:
+                out.append(self.vocab.ids[word])
+            elif self._missing and not self._missing.isdisjoint(word):
+                pieces = "".join("\0" if c in self._missing else c for c in word).split("\0")
+                out.extend(self._core.encode_words([p for p in pieces if p]))
+            else:
+                out.extend(self._core.encode_words([word]))
+
+
+class LlamaWPM(_LlamaModel):
+    """llama.cpp's ``bert`` vocabularies: BERT-style words, then the longest token at each
+    position; a word's first token carries the ``▁`` prefix, and a word that cannot be covered
+    is ``[UNK]``."""
+
+    def __init__(self, vocab: LlamaVocab, cut, lstrip, rstrip, *, unk_id: int, lowercase: bool,
+                 strip_accents: bool) -> None:
+        super().__init__(vocab, cut, lstrip, rstrip)
+        self.unk_id = unk_id
+        self.lowercase, self.strip_accents = lowercase, strip_accents
+        self._max_len = max(map(len, vocab.tokens), default=0)
+
+    def encode_fragment(self, text: str, out: list[int]) -> None:
+        ids = self.vocab.ids
+        for word in self._words(text):
+            word = SPACE + word
+            n, i, start = len(word), 0, len(out)
+            while i < n:
+                for j in range(min(n, i + self._max_len), i, -1):
+                    token_id = ids.get(word[i:j])
+                    if token_id is not None:
+                        out.append(token_id)
+                        i = j
+                        break
+                else:  # no token here: the whole word is unknown
+                    del out[start:]
+                    break
+            if len(out) == start:
+                out.append(self.unk_id)
+
+    def _words(self, text: str) -> list[str]:
+        words, current = [], []
+        for c in text:
+            if self.strip_accents:
+                c = unicodedata.normalize("NFD", c)[0]  # llama.cpp keeps the first character of NFD
+            f = llama_cpp_pre.flags(c)
+            if f & llama_cpp_pre.WHITESPACE:
+                if current:
+                    words.append("".join(current))
+                    current = []
+                continue
+            if c in ("\0", "\ufffd") or f & llama_cpp_pre.CONTROL:
+                continue
+            if self.strip_accents and f & llama_cpp_pre.MARK:
+                continue
+            if self.lowercase:
+                c = _simple_lower(c)
+            cp = ord(c)
+            if f & llama_cpp_pre.PUNCTUATION or (cp < 0x7F and f & llama_cpp_pre.SYMBOL) or _is_chinese(cp):
+                if current:
+                    words.append("".join(current))
+                    current = []
+                words.append(c)
+            else:
+                current.append(c)
+        if current:
+            words.append("".join(current))
+        return words
+
+
+def _simple_lower(c: str) -> str:
+    """Unicode's one-character lowercase mapping (İ -> i, where str.lower gives two characters)."""
+    low = c.lower()
+    return low if len(low) == 1 else ("i" if c == "\u0130" else c)
+
+
+def _is_chinese(cp: int) -> bool:
+    # the ranges llama.cpp (and BERT) treat as CJK ideographs
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+            or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+class LlamaUGM(_LlamaModel):
+    """llama.cpp's ``t5`` vocabularies: the precompiled character map, spaces as ``▁``
+    (one in front with ``add_space_prefix``, runs squeezed with ``remove_extra_whitespaces``),
+    then Unigram Viterbi (f64 path scores; user-defined tokens score 0; runs of unknown
+    characters are one unknown token)."""
+
+    def __init__(self, vocab: LlamaVocab, cut, lstrip, rstrip, *, unk_id: int, charsmap: bytes,
+                 add_space_prefix: bool, remove_extra_whitespaces: bool) -> None:
+        super().__init__(vocab, cut, lstrip, rstrip)
+        self.charsmap = PrecompiledCharsmap(charsmap)
+        self.add_space_prefix, self.remove_extra_whitespaces = add_space_prefix, remove_extra_whitespaces
+        self.user_defined = frozenset(vocab.tokens[i] for i, t in enumerate(vocab.types) if t == USER_DEFINED)
+        lattice, exclude = [], []
+        for i, (token, score, kind) in enumerate(zip(vocab.tokens, vocab.scores, vocab.types)):
+            if kind in (NORMAL, UNUSED):
+                lattice.append((token, score))
+            elif kind == USER_DEFINED:
+                lattice.append((token, 0.0))
+            else:
+                lattice.append((token, score))
+                exclude.append(i)
+        self._core = models.Unigram(lattice, unk_id=unk_id, fuse_unk=True, exclude=exclude)
+
+    def encode_fragment(self, text: str, out: list[int]) -> None:
+        normalized = "".join(p for p, _ in self.charsmap.pieces(text, self.user_defined))
+        chars, started, prepended = [], False, False
+        for c in normalized:
+            if c != " ":
+                if not started:
+                    started = True
+                    if (self.add_space_prefix and not prepended) or self.remove_extra_whitespaces:
+                        chars.append(SPACE)
+                        prepended = True
+                chars.append(c)
+            else:
+                started = False
+                if not self.remove_extra_whitespaces:
+                    chars.append(SPACE)
+        if chars:
+            out.extend(self._core.encode_words(["".join(chars)]))
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+class LlamaDecoder:
+    """llama.cpp's detokenizer: each token's text (``▁`` as a space, byte tokens as their byte,
+    byte-level BPE tokens as their bytes), the first token's leading space dropped when the
+    vocabulary adds one, then llama.cpp's clean-up of spaces before punctuation if it asks."""
+
+    def __init__(self, vocab: LlamaVocab, *, kind: str, remove_leading_space: bool, clean_spaces: bool,
+                 escape_whitespaces: bool) -> None:
+        self.vocab = vocab
+        self.kind = kind
+        self.remove_leading_space = remove_leading_space
+        self.clean_spaces = clean_spaces
+        self.escape_whitespaces = escape_whitespaces
+
+    def piece(self, token: str) -> bytes:
+        i = self.vocab.ids.get(token)
+        kind = self.vocab.types[i] if i is not None else NORMAL
+        if kind in (CONTROL, UNKNOWN, USER_DEFINED):
+            return token.encode("utf-8")
+        if kind == BYTE:
+            return bytes([int(token[3:5], 16)])
+        if kind != NORMAL:
+            return b""
+        if self.kind == "bpe" and not self.escape_whitespaces:
+            try:
+                return token_to_bytes(token)
+            except KeyError:
+                return token.encode("utf-8")
+        return token.replace(SPACE, " ").encode("utf-8")
+
+    def decode(self, tokens: list[str]) -> str:
+        parts = [self.piece(t) for t in tokens]
+        if parts and self.remove_leading_space and parts[0].startswith(b" "):
+            parts[0] = parts[0][1:]
+        text = b"".join(parts)
+        if self.clean_spaces:
+            text = _clean_spaces(text)
+        return text.decode("utf-8", errors="replace")
+
+
+def _clean_spaces(text: bytes) -> bytes:
+    """llama.cpp's three passes: no space before ? ! . , ; " ' " loses its spaces; no space
+    before 's 'm 're 've."""
+    out = bytearray(text[:1])
+    for i in range(1, len(text)):
+        if text[i - 1:i] == b" " and text[i:i + 1] in (b"?", b"!", b".", b","):
+            out.pop()
+        out.append(text[i])
+    text, out = bytes(out), bytearray(out[:1])
+    i = 1
+    while i < len(text):
+        if text[i:i + 1] == b"'" and i + 1 < len(text) and text[i - 1:i] == b" " and text[i + 1:i + 2] == b" ":
+            out.pop()
+            out.append(text[i])
+            i += 2  # the space after it goes too
+            continue
+        out.append(text[i])
+        i += 1
+    text, out = bytes(out), bytearray(out[:1])
+    for i in range(1, len(text)):
+        if text[i - 1:i] == b" " and text[i:i + 1] == b"'" and i + 1 < len(text):
+            nxt = text[i + 1:i + 3]
+            if nxt[:1] in (b"s", b"m") or nxt in (b"re", b"ve"):
+                out.pop()
+        out.append(text[i])
+    return bytes(out)
+
+
+class LlamaSpecials:
+    """Adds BOS/EOS (and BERT's SEP) around the ids, as llama.cpp does with ``add_special``."""
+
+    def __init__(self, bos: int | None, eos: int | None, sep: int | None) -> None:
+        self.bos, self.eos, self.sep = bos, eos, sep
+
+    def process(self, ids: list[int], pair: list[int] | None = None) -> list[int]:
+        out = ([self.bos] if self.bos is not None else []) + list(ids) + (list(pair) if pair else [])
+        if self.eos is not None:
+            out.append(self.eos)
+        if self.sep is not None:
+            out.append(self.sep)
+        return out
+
+
+# ---------------------------------------------------------------------------- loader
+
+_EOG_LIKE = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+    "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|eom_id|>", "<|fim_prefix|>", "<fim-prefix>",
+    "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>",
+    "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+    "<|middle|>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "</s>", "[EOS]", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+}
+
+
+def _token_types(meta: dict, vocab_size: int, source: str) -> list[int]:
+    types = meta.get("tokenizer.ggml.token_type")
+    if types is None:
+        return [NORMAL] * vocab_size
+    if not isinstance(types, list) or len(types) < vocab_size or not all(isinstance(t, int) for t in types):
+        raise FormatError(f"{source}: tokenizer.ggml.token_type must list a type for each of the {vocab_size} tokens")
+    return [t if t in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE) else UNDEFINED for t in types[:vocab_size]]
+
+
+def load_gguf(path: str | os.PathLike) -> Tokenizer:
+    """Loads the tokenizer of a GGUF file (``.gguf`` or ``.gguf.xz``).
+
+    ``encode(text, add_special_tokens=False)`` gives llama.cpp's ``llama_tokenize(text,
+    add_special=false, parse_special=false)``; with ``add_special_tokens=True`` the BOS/EOS the
+    file asks for are added. Control tokens are special tokens (see ``allowed_special``).
+    """
+    return gguf_from_metadata(read_gguf_file(path), source=str(path))
+
+
+def gguf_from_metadata(meta: dict, *, source: str = "<gguf>") -> Tokenizer:
+    """Builds the tokenizer of GGUF metadata, refusing what it cannot reproduce."""
+
+    def get(key: str, kind: type | tuple, default=None):
+        value = meta.get(key, default)
+        if value is not default and not isinstance(value, kind):
+            raise FormatError(f"{source}: {key} has the wrong type ({type(value).__name__})")
+        return value
+
+    model = get("tokenizer.ggml.model", str)
+    if model is None:
+        raise FormatError(f"{source}: no tokenizer.ggml.model key; the file carries no tokenizer")
+    tokens = get("tokenizer.ggml.tokens", list)
+    if not tokens or not all(isinstance(t, str) for t in tokens):
+        raise FormatError(f"{source}: tokenizer.ggml.tokens is missing or not a list of strings")
+    n = len(tokens)
+    scores = get("tokenizer.ggml.scores", list)
+    if scores is not None and (len(scores) < n or not all(isinstance(s, (int, float)) for s in scores)):
+        raise FormatError(f"{source}: tokenizer.ggml.scores must be {n} numbers, one per token")
+    vocab = LlamaVocab(tokens, [float(s) for s in scores[:n]] if scores else [0.0] * n, _token_types(meta, n, source))
+    pre_name = get("tokenizer.ggml.pre", str)
+
+    # llama.cpp's defaults per model type, then the file's keys
+    kind = {"llama": "spm", "gpt2": "bpe", "gemma4": "bpe", "bert": "wpm", "t5": "ugm"}.get(model)
+    if kind is None:
+        raise FormatError(f"{source}: tokenizer.ggml.model {model!r} is not supported (llama, gpt2, gemma4, bert and t5 are)")
+    defaults = {"spm": (1, 2, 0, None), "bpe": (11, 11, None, None), "wpm": (101, None, 100, 102), "ugm": (None, 1, 2, None)}
+    bos, eos, unk, sep = defaults[kind]
+    if model == "gemma4":
+        bos = eos = None
+        pre_name = "gemma4"
+    add_space_prefix, add_bos, add_eos, add_sep, clean_spaces = {
+        "spm": (True, True, False, False, False), "bpe": (False, False, False, False, True),
+        "wpm": (False, True, False, True, True), "ugm": (False, False, True, False, False)}[kind]
+    pre = None
+    if kind == "bpe":
+        pre = llama_cpp_pre.pre_options(pre_name, source)
+        clean_spaces = pre.clean_spaces
+        add_sep = pre.add_sep
+        if pre.add_bos is not None:
+            add_bos = pre.add_bos
+        if pre.no_bos_token:
+            bos = None
+    add_space_prefix = get("tokenizer.ggml.add_space_prefix", bool, add_space_prefix)
+    remove_extra_ws = get("tokenizer.ggml.remove_extra_whitespaces", bool, False)
+
+    def special_id(key: str, default: int | None) -> int | None:
+        if default is not None and default >= n:
+            default = None
+        value = get(key, int)
+        return value if value is not None and 0 <= value < n else default
+
+    bos = special_id("tokenizer.ggml.bos_token_id", bos)
+    eos = special_id("tokenizer.ggml.eos_token_id", eos)
+    unk = special_id("tokenizer.ggml.unknown_token_id", unk)
+    sep = special_id("tokenizer.ggml.seperator_token_id", sep)
+    add_bos = get("tokenizer.ggml.add_bos_token", bool, add_bos)
+    add_eos = get("tokenizer.ggml.add_eos_token", bool, add_eos)
+    add_sep = get("tokenizer.ggml.add_sep_token", bool, add_sep)
+    if pre is not None and pre.type == "gemma4":
+        add_bos = True  # llama.cpp forces it for Gemma 4
+
+    types = _adjust_types(vocab, meta, source)
+    vocab.types = types
+    cut = [i for i, t in enumerate(types) if t == USER_DEFINED]
+    name = str(meta.get("general.name", "")).lower()
+    lstrip, rstrip = set(), set()
+    if any(s in name for s in ("phi-3", "phi3")):
+        rstrip = {i for i, t in enumerate(types) if t in (CONTROL, USER_DEFINED, UNKNOWN)}
+        rstrip |= {vocab.ids[t] for t in ("</s>",) if t in vocab.ids}
+        rstrip -= {vocab.ids[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in vocab.ids}
+    elif "modern-bert" in name and "[MASK]" in vocab.ids:
+        lstrip = {vocab.ids["[MASK]"]}
+    elif pre_name in ("jina-v2-de", "jina-v2-es", "jina-v2-code") and "<mask>" in vocab.ids:
+        lstrip = {vocab.ids["<mask>"]}
+    common = (vocab, cut, frozenset(lstrip), frozenset(rstrip))
+
+    if kind == "spm":
+        model_obj = LlamaSPM(*common, add_space_prefix=add_space_prefix)
+    elif kind == "bpe":
+        merges = get("tokenizer.ggml.merges", list)
+        if merges is not None and not all(isinstance(m, str) for m in merges):
+            raise FormatError(f"{source}: tokenizer.ggml.merges must be a list of strings")
+        if merges is None:
+            raise FormatError(f"{source}: a {model} vocabulary needs tokenizer.ggml.merges")
+        model_obj = LlamaBPE(*common, merges=merges, pre=pre, source=source)
+    elif kind == "wpm":
+        if unk is None:
+            raise FormatError(f"{source}: a bert vocabulary needs an unknown token")
+        lowercase = get("tokenizer.ggml.normalizer.lowercase", bool, True)
+        strip_accents = get("tokenizer.ggml.normalizer.strip_accents", bool, lowercase)
+        model_obj = LlamaWPM(*common, unk_id=unk, lowercase=lowercase, strip_accents=strip_accents)
+    else:
+        if unk is None:
+            raise FormatError(f"{source}: a t5 vocabulary needs an unknown token")
+        charsmap = meta.get("tokenizer.ggml.precompiled_charsmap", [])
+        try:
+            blob = bytes(b & 0xFF for b in charsmap)
+        except TypeError:
+            raise FormatError(f"{source}: tokenizer.ggml.precompiled_charsmap must be an array of bytes") from None
+        model_obj = LlamaUGM(*common, unk_id=unk, charsmap=blob, add_space_prefix=add_space_prefix,
+                             remove_extra_whitespaces=remove_extra_ws)
+
+    decoder = LlamaDecoder(vocab, kind=kind, remove_leading_space=add_space_prefix, clean_spaces=clean_spaces,
+                           escape_whitespaces=bool(pre and pre.escape_whitespaces))
+    specials = [AddedToken(vocab.tokens[i], i, special=True) for i, t in enumerate(types)
+                if t in (CONTROL, UNKNOWN) and vocab.ids.get(vocab.tokens[i]) == i]
+    if kind == "wpm":  # llama.cpp always wraps BERT input in [CLS] ... [SEP]
+        post = LlamaSpecials(bos, None, sep)
+    else:  # (add_sep only matters to llama.cpp's reranking helpers, not to tokenize)
+        post = LlamaSpecials(bos if add_bos else None, eos if add_eos else None, None)
+    pipeline = Pipeline(model_obj, decoder=decoder, post_processor=post, added_tokens=specials)
+    metadata = {"source": "gguf", "model": model, "pre": pre_name, "name": meta.get("general.name")}
+    return Tokenizer.from_pipeline(pipeline, metadata=metadata)
+
+
+def _adjust_types(vocab: LlamaVocab, meta: dict, source: str) -> list[int]:
+    """llama.cpp's corrections of token types by token text (end-of-generation and FIM tokens
+    are control tokens; a few chat tokens are user-defined)."""
+    types = list(vocab.types)
+    for text, i in vocab.ids.items():
+        if text in _EOG_LIKE and types[i] != CONTROL:
+            types[i] = CONTROL
+    for text in ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"):
+        if text in vocab.ids:
+            types[vocab.ids[text]] = USER_DEFINED
+    ids = vocab.ids
+    if all(t in ids for t in ("<|return|>", "<|call|>", "<|end|>")) or all(t in ids for t in ("<|calls|>", "<|flush|>", "<|end|>")):
+        types[ids["<|end|>"]] = USER_DEFINED
+    if "</s>" in ids and ("<|tool_response>" in ids or "<|plamo:eos|>" in ids):
+        types[ids["</s>"]] = NORMAL
+    return types
