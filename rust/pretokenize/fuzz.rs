@@ -6,8 +6,15 @@ use std::time::{Duration, Instant};
 
 /// The regexes the scanners stand for, each with a scanner and a fancy-regex pretokenizer.
 fn pairs() -> Vec<(&'static str, Pretokenizer, Pretokenizer)> {
-    [("gpt2", GPT2_PATTERN), ("r50k", R50K_PATTERN), ("cl100k", CL100K_PATTERN), ("o200k", O200K_PATTERN)]
-        .into_iter()
+    [
+        ("gpt2", GPT2_PATTERN),
+        ("r50k", R50K_PATTERN),
+        ("cl100k", CL100K_PATTERN),
+        ("o200k", O200K_PATTERN),
+        ("llama3", LLAMA3_PATTERN),
+        ("qwen2", QWEN2_PATTERN),
+    ]
+    .into_iter()
         .map(|(name, p)| (name, Pretokenizer::new(p).unwrap(), Pretokenizer::with_regex(p).unwrap()))
         .collect()
 }
@@ -116,7 +123,7 @@ fn cases_and_seed() -> (usize, u64) {
 
 #[test]
 fn scanners_are_chosen_for_the_named_patterns_only() {
-    for p in [GPT2_PATTERN, R50K_PATTERN, CL100K_PATTERN, O200K_PATTERN] {
+    for p in [GPT2_PATTERN, R50K_PATTERN, CL100K_PATTERN, O200K_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN] {
         assert!(Pretokenizer::new(p).unwrap().uses_scanner(), "{p}");
         assert!(!Pretokenizer::with_regex(p).unwrap().uses_scanner());
     }

@@ -38,6 +38,8 @@ fn scanner_for(pattern: &str) -> Option<Kind> {
         GPT2_PATTERN | R50K_PATTERN => Some(Kind::Gpt2),
         CL100K_PATTERN => Some(Kind::Cl100k),
         O200K_PATTERN => Some(Kind::O200k),
+        LLAMA3_PATTERN => Some(Kind::Llama3),
+        QWEN2_PATTERN => Some(Kind::Qwen2),
         _ => None,
     }
 }
@@ -142,12 +144,21 @@ pub const O200K_PATTERN: &str = concat!(
     r"\s+",
 );
 
+/// Llama 3's pattern (its tokenizer.json, also llama.cpp's `llama-bpe`).
+pub const LLAMA3_PATTERN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen 2/3's pattern: Llama 3's with single digits.
+pub const QWEN2_PATTERN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// Resolves a pattern name to its regex; any other string is taken as a regex itself.
 pub fn resolve_pattern(name_or_regex: &str) -> &str {
     match name_or_regex {
         "gpt2" | "r50k" | "r50k_base" | "p50k_base" | "p50k_edit" => GPT2_PATTERN,
         "cl100k" | "cl100k_base" => CL100K_PATTERN,
         "o200k" | "o200k_base" | "o200k_harmony" => O200K_PATTERN,
+        "llama3" => LLAMA3_PATTERN,
+        "qwen2" => QWEN2_PATTERN,
         other => other,
     }
 }

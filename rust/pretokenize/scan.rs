@@ -12,6 +12,9 @@ pub enum Kind {
     Gpt2,
     Cl100k,
     O200k,
+    /// Llama 3 (digits in groups of up to three) and Qwen 2 (single digits).
+    Llama3,
+    Qwen2,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +38,8 @@ impl Scanner {
                 Kind::Gpt2 => s.gpt2_end(start),
                 Kind::Cl100k => s.cl100k_end(start),
                 Kind::O200k => s.o200k_end(start),
+                Kind::Llama3 => s.llama3_end(start, 3),
+                Kind::Qwen2 => s.llama3_end(start, 1),
             };
             debug_assert!(end > start && text.is_char_boundary(end));
             f(&text[start..end]);
@@ -202,6 +207,39 @@ impl Text<'_> {
             s.last
         } else {
             s.end
+        }
+    }
+
+    /// r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,n}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+    /// \s*[\r\n]+|\s+(?!\S)|\s+" (Llama 3 with n = 3, Qwen 2 with n = 1): cl100k's rules for
+    /// contractions, words, numbers and symbols (possessive or not makes no difference there),
+    /// o200k's for whitespace.
+    fn llama3_end(&self, i: usize, max_digits: usize) -> usize {
+        if let Some(end) = self.contraction(i, true) {
+            return end;
+        }
+        let (f, len) = self.at(i);
+        if f & LETTER != 0 {
+            return self.run(i, LETTER);
+        }
+        if f & PREFIX != 0 && self.at(i + len).0 & LETTER != 0 {
+            return self.run(i + len, LETTER);
+        }
+        if f & NUMBER != 0 {
+            return self.run_max(i, NUMBER, max_digits);
+        }
+        let k = self.skip_space(i, OTHER);
+        if self.at(k).0 & OTHER != 0 {
+            let end = self.run(k, OTHER);
+            return self.run(end, NEWLINE);
+        }
+        let s = self.spaces(i);
+        if let Some(end) = s.after_newline {
+            end
+        } else if s.end == self.b.len() || s.last == i {
+            s.end
+        } else {
+            s.last
         }
     }
 
