@@ -30,6 +30,8 @@ def load(path: str | os.PathLike, **options) -> Tokenizer:
     """Loads a tokenizer, detecting its format.
 
     - a file written by :meth:`Tokenizer.save` (toksmith JSON);
+    - a Hugging Face ``tokenizer.json`` (or ``.json.xz``), ``vocab.json`` + ``merges.txt``,
+      ``vocab.txt``, or a directory holding them;
     - a SentencePiece ``.model``; a GGUF vocabulary (``.gguf``, ``.gguf.xz``);
     - a tiktoken encoding by name (``"cl100k_base"``, ``"o200k_base"``, ...; the ``.tiktoken`` file
       is looked up in ``tiktoken_dir=`` or ``$TOKSMITH_TIKTOKEN_DIR``, never downloaded) or a
@@ -48,6 +50,24 @@ def load(path: str | os.PathLike, **options) -> Tokenizer:
         from .formats.gguf import load_gguf
 
         return load_gguf(text, **options)
+    from pathlib import Path
+
+    from .formats import hf
+
+    p = Path(text)
+    hf_dir = p.is_dir() and (
+        any((p / n).is_file() for n in ("tokenizer.json", "tokenizer.json.xz", "vocab.txt"))
+        or ((p / "vocab.json").is_file() and (p / "merges.txt").is_file())
+    )
+    if hf_dir or p.name in ("vocab.json", "merges.txt", "vocab.txt"):
+        return hf.load_hf(p, **options)
+    if p.name.endswith((".json", ".json.xz")) and p.is_file():
+        d = hf.read_json(p)
+        if hf.is_hf_dict(d):
+            return hf.from_hf_dict(d, source=str(p))
+        if options:
+            raise TypeError(f"unexpected options for a toksmith file: {sorted(options)}")
+        return Tokenizer.from_dict(d, source=str(p))
     if options:
         raise TypeError(f"unexpected options for a toksmith file: {sorted(options)}")
     return Tokenizer.load(path)

@@ -1,30 +1,47 @@
 """The general tokenization pipeline, for tokenizers loaded from other formats.
 
-One string's path through :meth:`Pipeline.encode`:
+One string's path through :meth:`Pipeline.encode`, as in Hugging Face ``tokenizers``:
 
-1. added tokens are cut out of the raw text (special ones only where the caller allowed them);
-2. each remaining piece is normalized (``normalizer.normalize(str) -> str``);
-3. split into words (``pre_tokenizer.pre_tokenize(str, is_first=bool) -> list[str]``);
+1. added tokens with ``normalized=False`` are cut out of the raw text (special ones only where
+   the caller allowed them; see :class:`AddedToken` for ``lstrip``/``rstrip``/``single_word``);
+2. each remaining piece is normalized (``normalizer.normalize(str) -> str``), and the added
+   tokens with ``normalized=True`` are cut out of the normalized text;
+3. each piece is split into words (``pre_tokenizer.pre_tokenize(str, is_first=bool) -> list[str]``;
+   ``is_first``: the piece starts at offset 0 of the original text);
 4. the model turns the words into ids (``model.encode_words(list[str]) -> list[int]``);
 5. the post-processor adds template tokens such as ``[CLS]``/``<s>``
-   (``post_processor.process(ids, pair=None) -> list[int]``).
+   (``post_processor.process(ids, pair=None) -> list[int]``), if ``add_special_tokens``.
 
-Decoding maps ids to token strings and hands them to ``decoder.decode(list[str]) -> str``.
-Each stage is any object with that method; the stage modules provide the Hugging Face and
-SentencePiece components. Byte-level BPE tokenizers trained by toksmith or read from tiktoken
+Decoding maps ids to token strings and hands them to ``decoder.decode(list[str]) -> str``
+(without a decoder the tokens are joined as they are).
+Each stage is any object with that method; the stage modules (``normalizers``,
+``pre_tokenizers``, ``post_processors``, ``decoders``) provide the Hugging Face components, the
+SentencePiece loaders their own. A normalizer may also offer
+``normalize_with_origin(str) -> (str, bool)``, the bool saying whether the first character of the
+result still comes from the first character of the input (False when it was dropped); that
+decides ``is_first`` exactly. Byte-level BPE tokenizers trained by toksmith or read from tiktoken
 do not go through here: their whole pipeline runs in Rust (``toksmith.tokenizer``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+
+from .pre_tokenizers import RUST_REGEX_WORD as _WORD_CHAR  # Hugging Face's single_word check
+from .pre_tokenizers import WHITESPACE as _SPACE_CHAR  # lstrip and rstrip
 
 
 @dataclass(frozen=True)
 class AddedToken:
-    """A token matched in the raw text before anything else (Hugging Face ``added_tokens``)."""
+    """A token matched in the text before the model sees it (Hugging Face ``added_tokens``).
+
+    ``special``: a control token (``<s>``, ``[CLS]``): toksmith matches it only where the caller
+    allows it, and ``decode(skip_special_tokens=True)`` drops it. ``normalized``: matched in the
+    normalized text rather than the raw text. ``single_word``: matched only when not inside a
+    word. ``lstrip``/``rstrip``: the whitespace before/after it is part of the match.
+    """
 
     content: str
     id: int
@@ -33,6 +50,44 @@ class AddedToken:
     rstrip: bool = False
     single_word: bool = False
     normalized: bool = False
+
+
+class _Matcher:
+    """Finds added tokens in a text: leftmost, then longest, as Hugging Face's Aho-Corasick."""
+
+    def __init__(self, tokens: dict[str, AddedToken]) -> None:
+        self.tokens = tokens
+        alternatives = sorted(tokens, key=len, reverse=True)
+        self.regex = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
+
+    def split(self, text: str) -> list[tuple[int, int, AddedToken | None]]:
+        """``text`` cut into (start, end, token or None) spans; lstrip/rstrip extend a token's span."""
+        if self.regex is None or not text:
+            return [(0, len(text), None)]
+        out: list[tuple[int, int, AddedToken | None]] = []
+        done = 0
+        for m in self.regex.finditer(text):
+            start, stop = m.span()
+            token = self.tokens[m.group()]
+            if token.single_word and (
+                start > 0 and _WORD_CHAR.match(text, start - 1) or stop < len(text) and _WORD_CHAR.match(text, stop)
+            ):
+                continue
+            if token.lstrip:
+                new_start = start
+                while new_start > 0 and _SPACE_CHAR.match(text, new_start - 1):
+                    new_start -= 1
+                start = max(new_start, done)
+            if token.rstrip:
+                while stop < len(text) and _SPACE_CHAR.match(text, stop):
+                    stop += 1
+            if done < start:
+                out.append((done, start, None))
+            out.append((start, stop, token))
+            done = stop
+        if done != len(text):
+            out.append((done, len(text), None))
+        return out
 
 
 class Pipeline:
@@ -45,76 +100,100 @@ class Pipeline:
         self.decoder = decoder
         self.added_tokens = list(added_tokens)
         self._added_by_id = {t.id: t for t in self.added_tokens}
-        self._regex_cache: dict[frozenset[str], re.Pattern[str] | None] = {}
+        self._added_by_content: dict[str, AddedToken] = {}
+        for t in self.added_tokens:  # a repeated string keeps its first token, as in Hugging Face
+            self._added_by_content.setdefault(t.content, t)
+        self._matchers: dict[tuple[bool, frozenset[str]], _Matcher] = {}
+        # What the normalized added tokens look like after normalization (they are matched there).
+        # Hugging Face also names them so: id_to_token and decode give the normalized string.
+        self._normalized_content: dict[str, AddedToken] = {}
+        self._added_names: dict[int, str] = {}
+        for t in self.added_tokens:
+            content = t.content
+            if t.normalized and self.normalizer is not None:
+                content = self.normalizer.normalize(t.content)
+            if t.normalized and content:
+                self._normalized_content.setdefault(content, t)
+            self._added_names[t.id] = content
+        self._special_contents = {t.content for t in self.added_tokens if t.special}
 
     @property
     def special_tokens(self) -> dict[str, int]:
         return {t.content: t.id for t in self.added_tokens if t.special}
 
+    # ------------------------------------------------------------------ encoding
+
     def encode(self, text: str, *, allowed_special: frozenset[str] = frozenset(), add_special_tokens: bool = True) -> list[int]:
         ids: list[int] = []
-        first = True
-        for piece, added in self._split_added(text, allowed_special):
-            if added is not None:
-                ids.append(added)
+        for piece, is_first, token in self._pieces(text, frozenset(allowed_special)):
+            if token is not None:
+                ids.append(token.id)
             else:
-                ids.extend(self._encode_piece(piece, first))
-            first = False
+                words = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
+                if words:
+                    ids.extend(self.model.encode_words(words))
         if add_special_tokens and self.post_processor is not None:
             ids = self.post_processor.process(ids)
         return ids
 
-    def _encode_piece(self, piece: str, is_first: bool) -> list[int]:
-        if self.normalizer is not None:
-            piece = self.normalizer.normalize(piece)
-        if not piece:
-            return []
-        words = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
-        return self.model.encode_words(words)
+    def _matcher(self, normalized: bool, allowed_special: frozenset[str]) -> _Matcher:
+        key = (normalized, allowed_special)
+        matcher = self._matchers.get(key)
+        if matcher is None:
+            if normalized:
+                tokens = {c: t for c, t in self._normalized_content.items() if not t.special or t.content in allowed_special}
+            else:
+                tokens = {c: t for c, t in self._added_by_content.items()
+                          if not t.normalized and (not t.special or t.content in allowed_special)}
+            matcher = self._matchers[key] = _Matcher(tokens)
+        return matcher
 
-    def _split_added(self, text: str, allowed_special: frozenset[str]) -> list[tuple[str, int | None]]:
-        """Cuts the added tokens out of ``text``: non-special ones always, special ones if allowed.
-        Longest match first; returns (text, None) and ("", id) pieces in order."""
-        usable = frozenset(t.content for t in self.added_tokens if not t.special or t.content in allowed_special)
-        if usable not in self._regex_cache:
-            alternatives = sorted(usable, key=len, reverse=True)
-            self._regex_cache[usable] = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
-        regex = self._regex_cache[usable]
-        if regex is None:
-            return [(text, None)]
-        by_content = {t.content: t.id for t in self.added_tokens}
-        out: list[tuple[str, int | None]] = []
-        pos = 0
-        for m in regex.finditer(text):
-            if m.start() > pos:
-                out.append((text[pos:m.start()], None))
-            out.append(("", by_content[m.group()]))
-            pos = m.end()
-        if pos < len(text):
-            out.append((text[pos:], None))
-        return out
+    def _normalize(self, piece: str) -> tuple[str, bool]:
+        n = self.normalizer
+        if n is None:
+            return piece, True
+        if hasattr(n, "normalize_with_origin"):
+            return n.normalize_with_origin(piece)
+        return n.normalize(piece), True
+
+    def _pieces(self, text: str, allowed_special: frozenset[str]) -> Iterator[tuple[str, bool, AddedToken | None]]:
+        """The text as (piece, starts at offset 0, None) and ("", False, added token), in order."""
+        raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
+        for start, end, token in raw.split(text):
+            if token is not None:
+                yield "", False, token
+                continue
+            if start == end:
+                continue
+            piece, keeps_origin = self._normalize(text[start:end])
+            for s, e, ntoken in normalized.split(piece):
+                if ntoken is not None:
+                    yield "", False, ntoken
+                elif e > s:
+                    yield piece[s:e], start == 0 and keeps_origin and s == 0, None
+
+    # ------------------------------------------------------------------ vocabulary and decoding
 
     def id_to_token(self, id: int) -> str | None:
-        added = self._added_by_id.get(id)
-        return added.content if added is not None else self.model.id_to_token(id)
+        name = self._added_names.get(id)
+        return name if name is not None else self.model.id_to_token(id)
 
     def token_to_id(self, token: str) -> int | None:
-        for t in self.added_tokens:
-            if t.content == token:
-                return t.id
-        return self.model.token_to_id(token)
+        added = self._added_by_content.get(token)
+        return added.id if added is not None else self.model.token_to_id(token)
 
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         from .errors import DecodeError
 
         tokens = []
         for i in ids:
-            added = self._added_by_id.get(i)
-            if added is not None and added.special and skip_special_tokens:
-                continue
-            token = self.id_to_token(i)
+            token = self.id_to_token(i) if isinstance(i, int) and i >= 0 else None
             if token is None:
                 raise DecodeError(f"id {i!r} is not in the vocabulary (0 to {self.vocab_size - 1})")
+            # As in Hugging Face, a token is special by its string (a normalized special token whose
+            # string changed is kept; an ordinary token spelled like a special one is dropped).
+            if skip_special_tokens and token in self._special_contents:
+                continue
             tokens.append(token)
         return self.decoder.decode(tokens) if self.decoder is not None else "".join(tokens)
 

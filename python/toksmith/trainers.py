@@ -331,7 +331,10 @@ def _assemble_char(alphabet, merges, regex, pattern_name, specials, position, su
     model = models.BPE(vocab, [(strings[a], strings[b]) for a, b in merges], unk_token=None if byte_fallback else "<unk>",
                        byte_fallback=byte_fallback, end_of_word_suffix=suffix or None)
     steps = ([decoders.Replace(suffix, "")] if suffix else []) + ([decoders.ByteFallback()] if byte_fallback else [])
-    pipeline = Pipeline(model, pre_tokenizer=pre_tokenizers.Split(regex, "isolated", is_regex=True),
+    # The regex in toksmith's (Rust) syntax, with the chunks training saw: "removed" + invert keeps
+    # the matches as words.
+    split = pre_tokenizers.Split(regex, "removed", invert=True, is_regex=True, syntax="rust")
+    pipeline = Pipeline(model, pre_tokenizer=split,
                         decoder=decoders.Sequence([*steps, decoders.Fuse()]), added_tokens=added)
     return Tokenizer.from_pipeline(pipeline, metadata={"trainer": "toksmith bpe (char level)", **settings,
                                                        "pattern_name": pattern_name, "end_of_word_suffix": suffix,
