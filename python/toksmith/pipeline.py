@@ -116,6 +116,11 @@ class Pipeline:
                 self._normalized_content.setdefault(content, t)
             self._added_names[t.id] = content
         self._special_contents = {t.content for t in self.added_tokens if t.special}
+        # Byte-level BPE behind a regex the Rust scanners know: pre-tokenize and merge in one
+        # Rust call (see fast_path.py); None keeps the general path.
+        from .fast_path import byte_level_fast_path
+
+        self.fast = byte_level_fast_path(pre_tokenizer, model)
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -129,6 +134,9 @@ class Pipeline:
             if token is not None:
                 ids.append(token.id)
             else:
+                if self.fast is not None:
+                    ids.extend(self.fast.encode_ordinary(piece))
+                    continue
                 words = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
                 if words:
                     ids.extend(self.model.encode_words(words))
