@@ -150,6 +150,8 @@ class Tokenizer:
         dropout: float | None = None,
         seed: int | None = None,
         dropout_mode: str = "all",
+        alpha: float | None = None,
+        nbest_size: int = -1,
     ) -> list[int]:
         """Encodes ``text`` into ids.
 
@@ -158,10 +160,19 @@ class Tokenizer:
         id) or left out of ``disallowed_special`` (then it is encoded as plain text).
         ``add_special_tokens``: for loaded tokenizers with a post-processor (BERT's ``[CLS]``,
         Llama's ``<s>``), whether to add its template tokens.
+        ``alpha`` (Unigram models): sample a segmentation for subword regularization, from the
+        ``nbest_size`` best ones (``-1``: from all of them), with probabilities ~ p^alpha.
         ``dropout``: BPE-dropout, a training-time augmentation: every merge step skips each
         candidate merge with this probability (``dropout_mode="superword"``: only merges whose
         token spans whitespace, for SuperBPE). ``seed`` makes it reproducible.
         """
+        if alpha is not None:
+            # Subword regularization for Unigram models: a sampled segmentation.
+            from .train_subword import unigram_sample
+
+            return unigram_sample(self, text, alpha=alpha, nbest_size=nbest_size, seed=seed,
+                                  allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                  add_special_tokens=add_special_tokens)
         allowed = self._check_specials(text, allowed_special, disallowed_special)
         if dropout is not None:
             return self._encode_dropout(text, allowed, dropout, seed, dropout_mode)
@@ -182,6 +193,13 @@ class Tokenizer:
         with _text_errors():
             return self._model.encode_dropout(text, [self.special_tokens[s] for s in allowed], p, seed & (2**64 - 1),
                                               mode == "superword")
+
+    def encode_nbest(self, text: str, n: int, **kwargs) -> list[tuple[list[int], float]]:
+        """The ``n`` most likely segmentations of ``text`` (Unigram models), best first, as
+        ``(ids, log probability)`` pairs."""
+        from .train_subword import unigram_nbest
+
+        return unigram_nbest(self, text, n, **kwargs)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes ``text`` treating special-token strings as plain text (no template tokens)."""
@@ -447,6 +465,7 @@ class Tokenizer:
         ``format="tiktoken"``: a ``.tiktoken`` rank table plus ``<path>.json`` holding the pattern
         and special tokens, loadable by toksmith and by ``tiktoken.Encoding``.
         ``format="hf"``: a Hugging Face ``tokenizer.json``.
+        ``format="sentencepiece"``: a SentencePiece ``.model`` (Unigram and BPE tokenizers).
         """
         if format == "tiktoken":
             from .formats.tiktoken import save_tiktoken
@@ -456,8 +475,12 @@ class Tokenizer:
             from .formats.hf import save_hf
 
             return save_hf(self, path)
+        if format == "sentencepiece":
+            from .formats.sentencepiece_writer import write_sentencepiece
+
+            return write_sentencepiece(self, path)
         if format != "toksmith":
-            raise FormatError(f"unknown format {format!r}; use 'toksmith', 'tiktoken' or 'hf'")
+            raise FormatError(f"unknown format {format!r}; use 'toksmith', 'tiktoken', 'hf' or 'sentencepiece'")
         data = json.dumps(self.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
         write_atomic(path, data)
 

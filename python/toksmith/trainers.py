@@ -64,6 +64,7 @@ def train(
     end_of_word_suffix: str | None = None,
     limit_alphabet: int | None = None,
     byte_fallback: bool = False,
+    **subword_options,
 ) -> Tokenizer:
     """Trains a byte-level BPE tokenizer on ``source`` and returns it.
 
@@ -90,9 +91,23 @@ def train(
       ``end_of_word_suffix``, e.g. ``"</w>"``). Characters outside the alphabet become ``<unk>``,
       or their bytes ``<0x00>``..``<0xFF>`` with ``byte_fallback=True``.
 
+    ``algorithm="wordpiece"`` and ``"unigram"`` train those models (see
+    :mod:`toksmith.train_subword` for their options, e.g. ``criterion=``, ``character_coverage=``).
+
     Ties between pairs with the same count go to the pair of earliest-created tokens (smallest
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
+    if algorithm in ("wordpiece", "unigram"):
+        from .train_subword import train_subword
+
+        return train_subword(source, algorithm=algorithm, vocab_size=vocab_size,
+                             special_tokens=list(special_tokens) or None, min_frequency=min_frequency,
+                             limit_alphabet=limit_alphabet, byte_fallback=byte_fallback,
+                             max_token_length=max_token_length, num_threads=num_threads,
+                             max_chars_per_doc=max_chars_per_doc, text_field=text_field,
+                             show_progress=show_progress, **subword_options)
+    if subword_options:
+        raise TrainingError(f"unknown options for algorithm={algorithm!r}: {sorted(subword_options)}")
     if level not in ("byte", "char"):
         raise TrainingError(f"level must be 'byte' or 'char', not {level!r}")
     if level == "byte" and (end_of_word_suffix or limit_alphabet or byte_fallback):
@@ -100,8 +115,8 @@ def train(
     if level == "char" and algorithm != "bpe":
         raise TrainingError("level='char' is available for algorithm='bpe'")
     if algorithm not in ("bpe", "superbpe"):
-        raise TrainingError(f"algorithm={algorithm!r} is not available; this version trains 'bpe' and 'superbpe' "
-                            f"(byte-level)")
+        raise TrainingError(f"algorithm={algorithm!r} is not available; use 'bpe', 'superbpe', 'wordpiece' or "
+                            f"'unigram'")
     specials = _check_specials(special_tokens, special_tokens_position)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")

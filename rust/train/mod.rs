@@ -1,3 +1,5 @@
 //! Training, kept apart from inference.
 pub mod bpe;
 pub mod counts;
+pub mod unigram;
+pub mod wordpiece;

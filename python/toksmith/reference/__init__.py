@@ -10,6 +10,9 @@ from .bpe import (
     split_text,
     train_bpe,
 )
+from . import unigram, wordpiece
+from .unigram import train_unigram, viterbi as unigram_viterbi
+from .wordpiece import encode_word as wordpiece_encode_word, train_wordpiece
 
 __all__ = [
     "BPEResult",
@@ -21,4 +24,10 @@ __all__ = [
     "show_token",
     "split_text",
     "train_bpe",
+    "train_unigram",
+    "train_wordpiece",
+    "unigram",
+    "unigram_viterbi",
+    "wordpiece",
+    "wordpiece_encode_word",
 ]
