@@ -124,15 +124,20 @@ def test_corrupted_files(tok, tmp_path):
 
 
 def test_file_of_another_format(tmp_path):
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps({"version": "1.0", "model": {"type": "BPE"}}), encoding="utf-8")
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": "1.0", "colors": ["red"]}), encoding="utf-8")
     with pytest.raises(FormatError, match="not a toksmith tokenizer"):
         toksmith.load(path)
+    broken_hf = tmp_path / "tokenizer.json"
+    broken_hf.write_text(json.dumps({"version": "1.0", "model": {"type": "BPE"}}), encoding="utf-8")
+    with pytest.raises(FormatError, match="model.vocab"):
+        toksmith.load(broken_hf)
     binary = tmp_path / "x.model"
     binary.write_bytes(bytes(range(256)))
     with pytest.raises(FormatError):
         toksmith.load(binary)
     with pytest.raises(FormatError, match="no such file"):
         toksmith.load(tmp_path / "missing.json")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(FormatError, match="directory"):
-        toksmith.load(tmp_path)
+        toksmith.load(tmp_path / "empty")
