@@ -152,6 +152,8 @@ def unicode_normalize(form: str, text: str) -> str:
     """``unicodedata.normalize`` as `tokenizers` does it, with its older Unicode tables:
     characters it does not know are plain starters, so the stretches between them are
     normalized on their own, and compositions into such characters are undone."""
+    if text.isascii():  # every normal form leaves ASCII as it is (and the check is cheap)
+        return text
     if not _INERT_RE.search(text):
         return _normalize_stretch(form, text)
     parts = _INERT_SPLIT_RE.split(text)  # stretches at even indexes, unknown characters at odd ones

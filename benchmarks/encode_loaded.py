@@ -1,0 +1,103 @@
+"""Encoding throughput of loaded tokenizers against their own libraries.
+
+- Llama 3 and Qwen 3 ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs Hugging Face
+  ``tokenizers``;
+- SentencePiece models (../shared/data/tokenizers/sentencepiece): toksmith vs ``sentencepiece``.
+
+Text: the same English sample as benchmarks/encode.py (an equal share of each
+corpora/en/*.xz file), cut into documents of about 4 KB at line ends. Before timing, the ids of
+every document are compared; a mismatch is printed and that tokenizer is skipped.
+Single thread: the documents one after the other; batch: toksmith ``encode_batch(num_threads=2)``
+vs ``tokenizers`` ``encode_batch`` (its own thread pool, 2 threads) and ``sentencepiece``
+``encode(list, num_threads=2)``.
+
+    .venv/bin/python benchmarks/encode_loaded.py --mb 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from encode import DATA, documents, english  # noqa: E402
+
+os.environ.setdefault("RAYON_NUM_THREADS", "2")
+
+import toksmith  # noqa: E402
+
+
+def best(fn, repeat=3):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def hf_peer(path: Path):
+    import lzma
+
+    from tokenizers import Tokenizer
+
+    raw = lzma.open(path).read().decode("utf-8") if path.suffix == ".xz" else path.read_text(encoding="utf-8")
+    tok = Tokenizer.from_str(raw)
+    tok.no_padding()
+    tok.no_truncation()
+    return (lambda d: tok.encode(d, add_special_tokens=False).ids,
+            lambda docs: [e.ids for e in tok.encode_batch(docs, add_special_tokens=False)])
+
+
+def sp_peer(path: Path):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    return (lambda d: sp.encode(d), lambda docs: sp.encode(docs, num_threads=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=float, default=5)
+    args = ap.parse_args()
+    text, what = english(args.mb)
+    docs = documents(text, 4096)
+    n_mb = len(text.encode("utf-8")) / 1e6
+    print(f"text: {what}; {len(docs)} documents\n")
+    cases = [
+        ("llama3 tokenizer.json", DATA / "tokenizers/hf/llama3/tokenizer.json.xz", hf_peer, "tokenizers"),
+        ("qwen3 tokenizer.json", DATA / "tokenizers/hf/qwen3/tokenizer.json.xz", hf_peer, "tokenizers"),
+        ("mistral-7b .model", DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model", sp_peer, "sentencepiece"),
+    ]
+    rows = []
+    for label, path, make_peer, peer_name in cases:
+        if not path.exists():
+            print(f"{label}: {path} absent, skipped")
+            continue
+        ours = toksmith.load(str(path))
+        one, batch = make_peer(path)
+        mine = lambda d: ours.encode(d, add_special_tokens=False, disallowed_special=())  # noqa: E731
+        bad = sum(mine(d) != one(d) for d in docs)
+        if bad:
+            print(f"{label}: {bad} of {len(docs)} documents differ from {peer_name}; not timed")
+            continue
+        t_ours = best(lambda: [mine(d) for d in docs])
+        t_peer = best(lambda: [one(d) for d in docs])
+        b_ours = best(lambda: ours.encode_batch(docs, num_threads=2, disallowed_special=()) if ours.pipeline is None
+                      else ours.encode_batch(docs, num_threads=2, disallowed_special=(), ))
+        b_peer = best(lambda: batch(docs))
+        rows.append((label, peer_name, n_mb / t_ours, n_mb / t_peer, n_mb / b_ours, n_mb / b_peer))
+        print(f"{label}: identical on all {len(docs)} documents; 1 thread toksmith {n_mb / t_ours:.1f} MB/s, "
+              f"{peer_name} {n_mb / t_peer:.1f} MB/s ({t_peer / t_ours:.1f}x); batch(2) toksmith {n_mb / b_ours:.1f} MB/s, "
+              f"{peer_name} {n_mb / b_peer:.1f} MB/s ({b_peer / b_ours:.1f}x)", flush=True)
+    print("\n| tokenizer | peer | toksmith MB/s (1 thread) | peer MB/s | ratio | toksmith batch (2) | peer batch (2) | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, peer, a, b, c, d in rows:
+        print(f"| {label} | {peer} | {a:.1f} | {b:.1f} | {a / b:.1f}x | {c:.1f} | {d:.1f} | {c / d:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
