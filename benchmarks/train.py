@@ -31,25 +31,34 @@ PEERS = ["toksmith", "rustbpe", "hf", "sentencepiece"]
 
 
 def build_sample(mb: float, workdir: Path) -> tuple[Path, Path, str]:
-    """Writes the training sample (the first bytes of each English file, in proportion) and a
-    held-out text (the bytes after them). Returns both paths and a description."""
+    """Writes the training sample and a held-out text. Smaller files are taken first and whole
+    when their share allows; what they leave goes to the larger ones, so `--mb 100` uses
+    (nearly) all of the ~105 MB. Each file's held-out part is the text after its training part
+    (up to HELD_OUT_CHARS in all). Returns both paths and a description."""
     budget = int(mb * 1e6)
     files = [DATA / "corpora" / "en" / f for f in EN_FILES if (DATA / "corpora" / "en" / f).exists()]
     if not files:
         sys.exit(f"no English corpora under {DATA}/corpora/en")
+    files.sort(key=lambda f: f.stat().st_size)  # compressed size: smallest first
     train_path, held_path = workdir / "train.txt", workdir / "held_out.txt"
-    per_file = budget // len(files)
     used = []
+    left = budget
     with open(train_path, "w", encoding="utf-8") as train, open(held_path, "w", encoding="utf-8") as held:
-        for f in files:
+        for k, f in enumerate(files):
+            share = left // (len(files) - k)
             with lzma.open(f, "rt", encoding="utf-8") as fh:
-                text = fh.read(per_file + HELD_OUT_CHARS // len(files))
-            cut = min(len(text), per_file)
-            cut = text.rfind("\n", 0, cut) + 1 or cut
+                text = fh.read(share + HELD_OUT_CHARS // len(files))
+            cut = min(len(text), share)
+            if cut < len(text):
+                cut = text.rfind("\n", 0, cut) + 1 or cut
             train.write(text[:cut])
             held.write(text[cut:])
-            used.append(f"{f.name} ({len(text[:cut].encode()) / 1e6:.1f} MB)")
+            n = len(text[:cut].encode())
+            left -= n
+            used.append(f"{f.name} ({n / 1e6:.1f} MB)")
     size = train_path.stat().st_size / 1e6
+    if held_path.stat().st_size == 0:
+        sys.exit("no held-out text left: use a smaller --mb")
     return train_path, held_path, f"{size:.1f} MB: " + ", ".join(used)
 
 
