@@ -147,3 +147,36 @@ def test_superword_dropout_keeps_words_whole(superbpe):
         # With every whitespace-spanning merge dropped, no token spans words.
         assert all(count_words_in_token(superbpe.token_bytes(i)) <= 1 or superbpe.token_bytes(i).strip() == b""
                    for i in ids)
+
+
+def test_superbpe_saves_as_tokenizer_json_that_tokenizers_reads_identically(superbpe, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    path = tmp_path / "tokenizer.json"
+    superbpe.save(path, format="hf")
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    held = "".join(phrases(seed=3, n=50)) + "by the way, and the 12345 ... -> end\n\n  x"
+    assert hf.encode(held).ids == superbpe.encode(held)
+    assert hf.decode(superbpe.encode(held)) == held
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen3/tokenizer.json.xz"])
+def test_extend_a_loaded_hugging_face_tokenizer(name, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    old = toksmith.load(data_path("tokenizers", "hf", *name.split("/")))
+    with lzma.open(data_path("corpora", "zh", "peoples-daily-199801.txt.xz"), "rt", encoding="utf-8") as f:
+        text = f.read(220_000)
+    train, held = text[:200_000], text[200_000:]
+    new = old.extend([train], add=200)
+    assert new.vocab_size == old.vocab_size + 200
+    old_vocab = old.pipeline.model.get_vocab()
+    assert all(new.token_to_id(t) == i for t, i in old_vocab.items())
+    assert new.special_tokens == old.special_tokens
+    english = "The quick brown fox jumps over the lazy dog."
+    assert new.encode(english) == old.encode(english)
+    ids = new.encode(held, disallowed_special=())
+    assert new.decode(ids) == held and len(ids) < len(old.encode(held, disallowed_special=()))
+    # Saved in Hugging Face's format, the tokenizers library gives the same ids.
+    path = tmp_path / "tokenizer.json"
+    new.save(path, format="hf")
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    assert hf.encode(held, add_special_tokens=False).ids == new.encode(held, add_special_tokens=False, disallowed_special=())

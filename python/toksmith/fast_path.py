@@ -21,7 +21,7 @@ _KNOWN_REGEXES = {
 }
 
 
-def _pattern_of(pre_tokenizer) -> str | None:
+def pattern_name(pre_tokenizer) -> str | None:
     """The scanner pattern name when ``pre_tokenizer`` is regex splitting plus the byte mapping."""
     if isinstance(pre_tokenizer, ByteLevel) and pre_tokenizer.use_regex and not pre_tokenizer.add_prefix_space:
         return "gpt2"
@@ -37,7 +37,7 @@ def _pattern_of(pre_tokenizer) -> str | None:
 def byte_level_fast_path(pre_tokenizer, model):
     """A Rust model that pre-tokenizes and encodes a (normalized) piece in one call, or None when
     this pipeline is not one it reproduces exactly."""
-    name = _pattern_of(pre_tokenizer)
+    name = pattern_name(pre_tokenizer)
     if name is None or not isinstance(model, BPE):
         return None
     options = model.options

@@ -406,11 +406,12 @@ def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, ma
     returns the extended tokenizer. Every existing id, merge and special token stays as it was:
     the corpus is first segmented with the existing merges, and new tokens get ids after the
     largest existing id. A merge never recreates a token that already exists."""
-    if tokenizer.pipeline is not None:
-        raise TrainingError("extend() works on byte-level BPE tokenizers (trained by toksmith or tiktoken); this one "
-                            "runs a loaded pipeline")
     if not isinstance(add, int) or add < 1:
         raise TrainingError(f"add must be a positive int, not {add!r}")
+    if tokenizer.pipeline is not None:
+        return _extend_pipeline(tokenizer, source, add=add, min_frequency=min_frequency,
+                                max_token_length=max_token_length, num_threads=num_threads, max_memory=max_memory,
+                                text_field=text_field, show_progress=show_progress)
     next_id = tokenizer.vocab_size
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(tokenizer.pattern, list(tokenizer.special_tokens), num_threads,
@@ -426,3 +427,43 @@ def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, ma
     return Tokenizer(tokens=tokens, merges=None if tokenizer.uses_ranks else [*old_merges, *new_merges],
                      pattern=tokenizer.pattern, pattern_name=tokenizer.pattern_name,
                      special_tokens=tokenizer.special_tokens, metadata=metadata)
+
+
+def _extend_pipeline(tokenizer: Tokenizer, source, *, add, min_frequency, max_token_length, num_threads, max_memory,
+                     text_field, show_progress) -> Tokenizer:
+    """extend() for loaded byte-level BPE pipelines (GPT-2, Llama 3, Qwen ...): the domain text
+    is normalized as the tokenizer normalizes it, counted with its pattern and segmented with its
+    merges; the new tokens get ids after every existing id (added tokens included), and the
+    result is the same pipeline with a larger BPE model, so it saves back to tokenizer.json."""
+    from .byte_level import bytes_to_token, token_to_bytes
+    from .fast_path import pattern_name
+    from .models import BPE
+    from .pipeline import Pipeline
+
+    pipe = tokenizer.pipeline
+    name = pattern_name(pipe.pre_tokenizer)
+    if pipe.fast is None or name is None or not isinstance(pipe.model, BPE):
+        raise TrainingError("extend() works on byte-level BPE tokenizers (trained by toksmith, tiktoken, or loaded "
+                            "GPT-2 / Llama 3 / Qwen-style tokenizer.json); this one has another pipeline")
+    model = pipe.model
+    vocab = model.get_vocab()
+    tokens = [(i, token_to_bytes(t)) for t, i in vocab.items()]
+    next_id = tokenizer.vocab_size
+    normalize = pipe.normalizer.normalize if pipe.normalizer is not None else (lambda t: t)
+    with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
+        trainer = _core.BpeTrainer(_core.pattern_regex(name), [t.content for t in pipe.added_tokens], num_threads,
+                                   parse_memory(max_memory), spill_dir)
+        texts = (normalize(t) for t in iter_texts(source, text_field=text_field))
+        count_source(trainer, texts, show_progress=show_progress, overlap=num_threads != 1)
+        merges = [(vocab[a], vocab[b]) for a, b in model.merges]
+        trainer.start_from(tokens, merges, next_id, min_frequency, max_token_length)
+        new_merges = learn(trainer, add, show_progress)
+    names = {i: t for t, i in vocab.items()}
+    for k, (left, right) in enumerate(new_merges):
+        names[next_id + k] = bytes_to_token(token_to_bytes(names[left]) + token_to_bytes(names[right]))
+    new_model = BPE({t: i for i, t in names.items()}, [*model.merges, *((names[a], names[b]) for a, b in new_merges)],
+                    **model.options)
+    new_pipe = Pipeline(new_model, normalizer=pipe.normalizer, pre_tokenizer=pipe.pre_tokenizer,
+                        post_processor=pipe.post_processor, decoder=pipe.decoder, added_tokens=pipe.added_tokens)
+    metadata = dict(tokenizer.metadata, extended_from_vocab_size=next_id, added_merges=len(new_merges))
+    return Tokenizer.from_pipeline(new_pipe, metadata=metadata)

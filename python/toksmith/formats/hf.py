@@ -810,6 +810,14 @@ def to_hf_dict(tokenizer: Tokenizer) -> dict:
             "decoder": _component(p.decoder, "decoder"),
             "model": _model_dict(p.model),
         }
+        vocab = d["model"]["vocab"]
+        if isinstance(vocab, dict) and vocab:
+            # Added tokens with ids inside the model's range (an extended vocabulary puts new
+            # tokens after them) go into the model vocabulary too, or Hugging Face renumbers them.
+            top = max(vocab.values())
+            for t in p.added_tokens:
+                if t.id < top and t.content not in vocab:
+                    vocab[t.content] = t.id
     # Hugging Face numbers the added tokens itself: check it would keep these ids.
     model = d["model"]
     _added_tokens(_Reader("the exported tokenizer"), d["added_tokens"],
