@@ -74,8 +74,14 @@ def display_name(tok, spec=None, index: int = 1) -> str:
     if isinstance(name, str) and name:
         return name
     if isinstance(spec, (str, os.PathLike)):
-        base = os.path.basename(os.fspath(spec).rstrip("/\\"))
-        return base[:-5] if base.endswith(".json") else base
+        path = os.fspath(spec).rstrip("/\\")
+        base = os.path.basename(path)
+        if base in ("tokenizer.json", "tokenizer.json.xz", "vocab.json", "merges.txt", "vocab.txt"):
+            # A generic file name says nothing: the folder names the tokenizer (hf/llama3/...).
+            return os.path.basename(os.path.dirname(path)) or base
+        for suffix in (".xz", ".json", ".model", ".gguf", ".tiktoken"):
+            base = base.removesuffix(suffix)
+        return base
     metadata = getattr(tok, "metadata", None)
     if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
         return metadata["name"]
