@@ -160,7 +160,7 @@ def test_all_udhr_texts_identical(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
 def test_whole_corpora_identical(name):
     """Every byte of the English corpora and of the 26 Debian Handbooks."""
     ours, theirs = pair(name)
@@ -199,3 +199,40 @@ def test_export_tiktoken_round_trip(tmp_path):
         assert again.encode_ordinary(text) == trained.encode_ordinary(text)
         assert enc.encode_ordinary(text) == trained.encode_ordinary(text)
     assert again.special_tokens == trained.special_tokens
+
+
+def test_convert_command(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from toksmith.cli import main
+
+    src = data_path("tokenizers", "tiktoken", "cl100k_base.tiktoken")
+    assert main(["convert", str(src), str(tmp_path / "tokenizer.json"), "--to", "hf"]) == 0
+    assert main(["convert", str(src), str(tmp_path / "copy.tiktoken"), "--to", "tiktoken"]) == 0
+    ours = toksmith.load(str(src))
+    text = "Converted tokenizers give the same ids: 12345, émigré, 世界 <|endoftext|>"
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert hf.encode(text).ids == ours.encode(text, allowed_special="all")
+    assert toksmith.load(str(tmp_path / "copy.tiktoken")).encode(text, allowed_special="all") == ours.encode(text, allowed_special="all")
+
+
+def test_mutated_tiktoken_files_load_or_raise_format_error(tmp_path):
+    """Seeded mutations of a real .tiktoken file: the loader loads it or raises FormatError."""
+    data = data_path("tokenizers", "tiktoken", "r50k_base.tiktoken").read_bytes()[:20_000]
+    rng = random.Random(1)
+    for k in range(60):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            op = rng.randrange(3)
+            i = rng.randrange(len(b))
+            if op == 0:
+                b[i] = rng.randrange(256)
+            elif op == 1:
+                del b[i:i + rng.randint(1, 50)]
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 10)))
+        path = tmp_path / f"m{k}.tiktoken"
+        path.write_bytes(bytes(b))
+        try:
+            toksmith.load(str(path), pattern="gpt2")
+        except toksmith.FormatError:
+            pass

@@ -109,6 +109,12 @@ def _cmd_check_parity(args: argparse.Namespace) -> int:
     return 0 if report.identical == report.tested else 1
 
 
+def _cmd_convert(args: argparse.Namespace) -> None:
+    tok = toksmith.load(args.input)
+    tok.save(args.output, format=args.to)
+    print(f"{args.input} -> {args.output} ({args.to})", file=sys.stderr)
+
+
 def _cmd_count(args: argparse.Namespace) -> None:
     from toksmith.trainers import count
 
@@ -224,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-texts", type=int, default=None)
     p.add_argument("--add-special-tokens", action="store_true", help="compare with template tokens (BOS, [CLS]...)")
     p.set_defaults(func=_cmd_check_parity)
+
+    p = sub.add_parser("convert", help="convert a tokenizer to another format",
+                       description="Load a tokenizer (any format toksmith reads) and save it as a Hugging Face "
+                                   "tokenizer.json, a tiktoken file (+ .json sidecar), a SentencePiece .model or "
+                                   "toksmith's JSON.")
+    p.add_argument("input", help="a tokenizer toksmith loads (name or file)")
+    p.add_argument("output", help="the file to write")
+    p.add_argument("--to", required=True, choices=["hf", "tiktoken", "toksmith", "sentencepiece"])
+    p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode.")
     p.add_argument("files", nargs="+", help="text files, directories or globs")
