@@ -128,3 +128,22 @@ def test_toksmith_patterns_in_oniguruma_syntax(pattern, texts):
     ours = Split(regex_text, "removed", invert=True, is_regex=True, syntax="rust")  # the matches only
     for text in texts:
         assert ours.pre_tokenize(text) == split(text, regex_text), text[:60]
+
+
+def test_transformers_fast_tokenizer_reads_exports_identically(tmp_path):
+    """transformers.PreTrainedTokenizerFast(tokenizer_file=...) on toksmith's exports."""
+    transformers = pytest.importorskip("transformers")
+    import toksmith
+    from conftest import data_path
+
+    trained = toksmith.train(data_path("corpora", "en", "botchan.txt"), vocab_size=1500,
+                             special_tokens=["<|endoftext|>"])
+    loaded = toksmith.load(data_path("tokenizers", "hf", "qwen3", "tokenizer.json.xz"))
+    text = "Botchan said: I'm 23 — naïve? 東京 <|endoftext|> done.\n\n  end"
+    for name, tok in [("trained", trained), ("qwen3", loaded)]:
+        path = tmp_path / f"{name}.json"
+        tok.save(path, format="hf")
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
+        ids = tok.encode(text, allowed_special="all", add_special_tokens=False)
+        assert fast.encode(text, add_special_tokens=False) == ids, name
+        assert fast.decode(ids) == tok.decode(ids), name
