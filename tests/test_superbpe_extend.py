@@ -180,3 +180,18 @@ def test_extend_a_loaded_hugging_face_tokenizer(name, tmp_path):
     new.save(path, format="hf")
     hf = tokenizers.Tokenizer.from_file(str(path))
     assert hf.encode(held, add_special_tokens=False).ids == new.encode(held, add_special_tokens=False, disallowed_special=())
+
+
+def test_extend_a_unigram_tokenizer():
+    text = data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8").splitlines()
+    old = toksmith.train(text, algorithm="unigram", vocab_size=800)
+    with lzma.open(data_path("corpora", "en", "linux-doc-6.1.Documentation.txt.xz"), "rt", encoding="utf-8") as f:
+        domain = f.read(300_000)
+    learn, held = domain[:250_000], "The kernel driver registers the device and the interrupt handler."
+    new = old.extend([learn], add=200)
+    assert new.vocab_size == old.vocab_size + 200
+    assert all(new.id_to_token(i) == old.id_to_token(i) for i in range(old.vocab_size))
+    assert new.special_tokens == old.special_tokens
+    ids = new.encode(held)
+    assert new.decode(ids) == held
+    assert any(i >= old.vocab_size for i in ids) and len(ids) < len(old.encode(held))

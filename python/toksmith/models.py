@@ -128,6 +128,7 @@ class Unigram(_VocabModel):
         self.pieces = [(p, float(s)) for p, s in pieces]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
+        self.exclude = frozenset(exclude)
         skip = set(exclude) | ({unk_id} if unk_id is not None else set())
         lattice = [(p, i, s) for i, (p, s) in enumerate(self.pieces) if i not in skip]
         self.float32_scores = float32_scores

@@ -441,10 +441,16 @@ def _extend_pipeline(tokenizer: Tokenizer, source, *, add, min_frequency, max_to
     from .pipeline import Pipeline
 
     pipe = tokenizer.pipeline
+    from .models import Unigram
+
+    if isinstance(pipe.model, Unigram):
+        return _extend_unigram(tokenizer, source, add=add, num_threads=num_threads, text_field=text_field,
+                               show_progress=show_progress)
     name = pattern_name(pipe.pre_tokenizer)
     if pipe.fast is None or name is None or not isinstance(pipe.model, BPE):
         raise TrainingError("extend() works on byte-level BPE tokenizers (trained by toksmith, tiktoken, or loaded "
-                            "GPT-2 / Llama 3 / Qwen-style tokenizer.json); this one has another pipeline")
+                            "GPT-2 / Llama 3 / Qwen-style tokenizer.json) and on Unigram tokenizers (trained by "
+                            "toksmith or from tokenizer.json); this one has another pipeline")
     model = pipe.model
     vocab = model.get_vocab()
     tokens = [(i, token_to_bytes(t)) for t, i in vocab.items()]
@@ -466,4 +472,39 @@ def _extend_pipeline(tokenizer: Tokenizer, source, *, add, min_frequency, max_to
     new_pipe = Pipeline(new_model, normalizer=pipe.normalizer, pre_tokenizer=pipe.pre_tokenizer,
                         post_processor=pipe.post_processor, decoder=pipe.decoder, added_tokens=pipe.added_tokens)
     metadata = dict(tokenizer.metadata, extended_from_vocab_size=next_id, added_merges=len(new_merges))
+    return Tokenizer.from_pipeline(new_pipe, metadata=metadata)
+
+
+def _extend_unigram(tokenizer: Tokenizer, source, *, add, num_threads, text_field, show_progress) -> Tokenizer:
+    """extend() for Unigram tokenizers: a Unigram model trained on the domain corpus proposes
+    pieces; the ``add`` most probable ones the tokenizer lacks are appended with their domain
+    log probabilities. Every existing piece keeps its id and score."""
+    from .models import Unigram
+    from .pipeline import Pipeline
+    from .train_subword import TrainedUnigram, train_unigram
+
+    pipe = tokenizer.pipeline
+    base = pipe.model
+    if tokenizer.vocab_size != len(base.pieces):
+        raise TrainingError("extend() needs a Unigram tokenizer whose ids are its pieces (no ids beyond them)")
+    domain = train_unigram(source, vocab_size=add + 300, hard_vocab_limit=False, num_threads=num_threads,
+                           text_field=text_field, show_progress=show_progress).pipeline.model
+    reserved = set(domain.exclude) | set(getattr(domain, "byte_ids", ())) | set(getattr(domain, "user_defined", ()))
+    reserved.add(domain.unk_id)
+    have = {p for p, _ in base.pieces}
+    candidates = sorted(((s, p) for i, (p, s) in enumerate(domain.pieces) if i not in reserved and p not in have),
+                        key=lambda sp: (-sp[0], sp[1]))
+    new = [(p, s) for s, p in candidates[:add]]
+    if not new:
+        raise TrainingError("the domain corpus proposes no piece the tokenizer lacks")
+    if isinstance(base, TrainedUnigram):
+        model = TrainedUnigram(base.pieces + new, unk_id=base.unk_id, byte_fallback=base.byte_fallback,
+                               exclude=base.exclude - base.byte_ids, byte_ids=base.byte_ids,
+                               user_defined=base.user_defined)
+    else:
+        model = Unigram(base.pieces + new, unk_id=base.unk_id, byte_fallback=base.byte_fallback,
+                        exclude=base.exclude, float32_scores=base.float32_scores)
+    new_pipe = Pipeline(model, normalizer=pipe.normalizer, pre_tokenizer=pipe.pre_tokenizer,
+                        post_processor=pipe.post_processor, decoder=pipe.decoder, added_tokens=pipe.added_tokens)
+    metadata = dict(tokenizer.metadata, extended_from_vocab_size=tokenizer.vocab_size, added_pieces=len(new))
     return Tokenizer.from_pipeline(new_pipe, metadata=metadata)
