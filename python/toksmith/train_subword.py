@@ -43,24 +43,7 @@ _WS_CLASS = "[\\t\\n\\x{0B}\\x{0C}\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}
 # ---------------------------------------------------------------------------------------------
 # Shared steps
 
-
-def _progress(show: bool, **kwargs):
-    if show:
-        from tqdm import tqdm
-
-        return tqdm(**kwargs)
-    return _NoBar()
-
-
-class _NoBar:
-    def update(self, n=1):
-        pass
-
-    def set_postfix_str(self, s):
-        pass
-
-    def close(self):
-        pass
+from .trainers import _progress  # noqa: E402  (one progress-bar helper for every trainer)
 
 
 def _count_raw_words(counter, source, *, text_field: str, max_chars_per_doc: int | None, show_progress: bool):

@@ -175,26 +175,34 @@ impl Text<'_> {
     }
 
     /// r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
-    fn cl100k_end(&self, i: usize) -> usize {
+    /// The alternatives of cl100k (and Llama 3 / Qwen 2) before the whitespace ones:
+    /// `'(?i:[sdmt]|ll|ve|re)`, `[^\r\n\p{L}\p{N}]?+\p{L}++` (letters after at most one char that
+    /// is not one), `\p{N}{1,max_digits}`, ` ?[^\s\p{L}\p{N}]++[\r\n]*+`. None: a whitespace chunk.
+    fn cl100k_non_space(&self, i: usize, max_digits: usize) -> Option<usize> {
         if let Some(end) = self.contraction(i, true) {
-            return end;
+            return Some(end);
         }
-        // `[^\r\n\p{L}\p{N}]?+\p{L}++`: letters, after at most one char that is not one.
         let (f, len) = self.at(i);
         if f & LETTER != 0 {
-            return self.run(i, LETTER);
+            return Some(self.run(i, LETTER));
         }
         if f & PREFIX != 0 && self.at(i + len).0 & LETTER != 0 {
-            return self.run(i + len, LETTER);
+            return Some(self.run(i + len, LETTER));
         }
         if f & NUMBER != 0 {
-            return self.run_max(i, NUMBER, 3);
+            return Some(self.run_max(i, NUMBER, max_digits));
         }
-        // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
         let k = self.skip_space(i, OTHER);
         if self.at(k).0 & OTHER != 0 {
             let end = self.run(k, OTHER);
-            return self.run(end, NEWLINE);
+            return Some(self.run(end, NEWLINE));
+        }
+        None
+    }
+
+    fn cl100k_end(&self, i: usize) -> usize {
+        if let Some(end) = self.cl100k_non_space(i, 3) {
+            return end;
         }
         // Whitespace, in the regex's order: `\s++$` the whole run at the end of the text;
         // `\s*[\r\n]` up to its last newline; `\s+(?!\S)` all but its last char; `\s` one char.
@@ -215,23 +223,8 @@ impl Text<'_> {
     /// contractions, words, numbers and symbols (possessive or not makes no difference there),
     /// o200k's for whitespace.
     fn llama3_end(&self, i: usize, max_digits: usize) -> usize {
-        if let Some(end) = self.contraction(i, true) {
+        if let Some(end) = self.cl100k_non_space(i, max_digits) {
             return end;
-        }
-        let (f, len) = self.at(i);
-        if f & LETTER != 0 {
-            return self.run(i, LETTER);
-        }
-        if f & PREFIX != 0 && self.at(i + len).0 & LETTER != 0 {
-            return self.run(i + len, LETTER);
-        }
-        if f & NUMBER != 0 {
-            return self.run_max(i, NUMBER, max_digits);
-        }
-        let k = self.skip_space(i, OTHER);
-        if self.at(k).0 & OTHER != 0 {
-            let end = self.run(k, OTHER);
-            return self.run(end, NEWLINE);
         }
         let s = self.spaces(i);
         if let Some(end) = s.after_newline {
