@@ -123,7 +123,9 @@ class Tokenizer:
         """The merges in rank order, as pairs of token bytes."""
         if self._pipeline is not None:
             model = self._pipeline.model
-            return [(a.encode(), b.encode()) for a, b in getattr(model, "merges", [])]
+            # Byte-level vocabularies spell bytes as printable characters ("Ġ" is a space).
+            to_bytes = token_to_bytes if self._pipeline.fast is not None else str.encode
+            return [(to_bytes(a), to_bytes(b)) for a, b in getattr(model, "merges", [])]
         return [(self._tokens[a], self._tokens[b]) for a, b in self._merge_ids()]
 
     def _merge_ids(self) -> list[tuple[int, int]]:
@@ -306,12 +308,27 @@ class Tokenizer:
         """Joins the bytes of ``ids``. Raises :class:`DecodeError` for an id not in the vocabulary."""
         ids = list(ids)
         if self._pipeline is not None:
-            return self._pipeline.decode(ids).encode("utf-8")
+            fast = self._pipeline.fast
+            if fast is None:
+                return self._pipeline.decode(ids).encode("utf-8")
+            # Byte-level: each token's own bytes (an added token's are its string's).
+            out = []
+            for i in ids:
+                added = self._pipeline.id_to_token(i) if i in self._pipeline._added_by_id else None
+                out.append(added.encode("utf-8") if added is not None else self._fast_token_bytes(fast, i))
+            return b"".join(out)
         try:
             return self._model.decode_bytes(ids)
         except (TypeError, OverflowError):
             bad = next((i for i in ids if not isinstance(i, int) or not 0 <= i < 2**32), None)
             raise DecodeError(f"ids must be non-negative ints; got {bad!r}") from None
+
+    @staticmethod
+    def _fast_token_bytes(fast, i) -> bytes:
+        try:
+            return fast.token_bytes(i)
+        except (TypeError, OverflowError):
+            raise DecodeError(f"ids must be non-negative ints; got {i!r}") from None
 
     def decode(self, ids: Iterable[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
