@@ -195,3 +195,10 @@ def test_extend_a_unigram_tokenizer():
     ids = new.encode(held)
     assert new.decode(ids) == held
     assert any(i >= old.vocab_size for i in ids) and len(ids) < len(old.encode(held))
+
+
+def test_superbpe_counting_within_a_memory_budget(superbpe):
+    """Both stages' counts spill to disk past max_memory; the tokenizer is the same."""
+    bounded = toksmith.train(phrases(), vocab_size=600, algorithm="superbpe", transition=350, max_words_per_token=3,
+                             max_memory=4000)
+    assert bounded.merges == superbpe.merges
