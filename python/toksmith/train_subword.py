@@ -26,10 +26,8 @@ from collections.abc import Iterable
 from . import _core, decoders, models, normalizers, post_processors, pre_tokenizers
 from .errors import EncodeError, TrainingError
 from .pipeline import AddedToken, Pipeline
-from .sources import iter_texts
 from .tokenizer import Tokenizer
 
-BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters
 WORDPIECE_SPECIALS = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
 META = "\u2581"  # ▁, SentencePiece's whitespace marker
 _SEPARATOR = "\uffff"  # joins distinct words for one normalizer call; no normalizer changes it
@@ -43,36 +41,14 @@ _WS_CLASS = "[\\t\\n\\x{0B}\\x{0C}\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}
 # ---------------------------------------------------------------------------------------------
 # Shared steps
 
-from .trainers import _progress  # noqa: E402  (one progress-bar helper for every trainer)
+from .trainers import _progress, count_source  # noqa: E402  (shared with the BPE trainer)
 
 
 def _count_raw_words(counter, source, *, text_field: str, max_chars_per_doc: int | None, show_progress: bool):
-    """Streams ``source`` into a :class:`_core.RawWordCounter`, in batches."""
-    bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
-    batch: list[str] = []
-    size = 0
-    try:
-        for text in iter_texts(source, text_field=text_field):
-            if max_chars_per_doc is not None:
-                text = text[:max_chars_per_doc]
-            batch.append(text)
-            size += len(text)
-            if show_progress:
-                bar.update(len(text.encode("utf-8", "surrogatepass")))
-            if size >= BATCH_CHARS:
-                _add(counter, batch)
-                batch, size = [], 0
-        if batch:
-            _add(counter, batch)
-    finally:
-        bar.close()
-
-
-def _add(counter, batch: list[str]) -> None:
-    try:
-        counter.add_texts(batch)
-    except UnicodeEncodeError as e:
-        raise TrainingError(f"a training text contains a lone surrogate at index {e.start}; it is not valid Unicode") from None
+    """Streams ``source`` into a :class:`_core.RawWordCounter`, in batches (the BPE trainer's
+    reading loop: same batching, progress bar and lone-surrogate error)."""
+    count_source(counter, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
+                 show_progress=show_progress, overlap=False)
 
 
 def normalize_distinct(words: list[str], normalize) -> list[str]:

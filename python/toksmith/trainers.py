@@ -246,6 +246,7 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
     def finish_pending():
         if pending is not None:
             pending.result()
+        if hasattr(trainers[0], "memory_stats"):  # the BPE trainer reports its count table
             unique, _, runs = trainers[0].memory_stats()
             bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
 

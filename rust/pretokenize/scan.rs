@@ -223,17 +223,7 @@ impl Text<'_> {
     /// contractions, words, numbers and symbols (possessive or not makes no difference there),
     /// o200k's for whitespace.
     fn llama3_end(&self, i: usize, max_digits: usize) -> usize {
-        if let Some(end) = self.cl100k_non_space(i, max_digits) {
-            return end;
-        }
-        let s = self.spaces(i);
-        if let Some(end) = s.after_newline {
-            end
-        } else if s.end == self.b.len() || s.last == i {
-            s.end
-        } else {
-            s.last
-        }
+        self.cl100k_non_space(i, max_digits).unwrap_or_else(|| self.o200k_spaces_end(i))
     }
 
     /// The o200k regex (see `O200K_PATTERN`): two word alternatives
@@ -267,8 +257,13 @@ impl Text<'_> {
             }
             return end;
         }
-        // Whitespace: `\s*[\r\n]+` up to the run's last newline; `\s+(?!\S)` the whole run at
-        // the end of the text, else all but its last char; `\s+` one char before a non-space.
+        self.o200k_spaces_end(i)
+    }
+
+    /// o200k's (and Llama 3's) whitespace alternatives: `\s*[\r\n]+` up to the run's last
+    /// newline; `\s+(?!\S)` the whole run at the end of the text, else all but its last char;
+    /// `\s+` one char before a non-space.
+    fn o200k_spaces_end(&self, i: usize) -> usize {
         let s = self.spaces(i);
         if let Some(end) = s.after_newline {
             end
