@@ -15,6 +15,8 @@ pub enum ErrorKind {
     Decode,
     /// Text that cannot be encoded.
     Encode,
+    /// A bug: a panic caught on a worker thread (shown to Python as `InternalError`).
+    Internal,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

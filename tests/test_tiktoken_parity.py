@@ -236,3 +236,16 @@ def test_mutated_tiktoken_files_load_or_raise_format_error(tmp_path):
             toksmith.load(str(path), pattern="gpt2")
         except toksmith.FormatError:
             pass
+
+
+def test_chunk_caches_of_many_tokenizers_in_turn():
+    """Six encodings used in turn from one thread (more than the 4 chunk caches a thread keeps,
+    so caches are recycled), with the caches also emptied midway: ids stay tiktoken's."""
+    samples = [text[:20_000] for _, text in corpus_samples(60_000)][:6]
+    for round_ in range(3):
+        if round_ == 1:
+            toksmith._core.clear_chunk_caches()
+        for name in NAMES:
+            ours, theirs = pair(name)
+            for text in samples:
+                assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), name

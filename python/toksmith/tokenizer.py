@@ -222,9 +222,9 @@ class Tokenizer:
     ) -> list[list[int]]:
         """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`."""
         texts = list(texts)
-        allowed: frozenset[str] = frozenset()
+        allowed, regex = self._special_rules(allowed_special, disallowed_special)
         for text in texts:
-            allowed = self._check_specials(text, allowed_special, disallowed_special)
+            self._refuse_disallowed(text, regex)
         if not texts:
             return []
         if self._pipeline is not None:
@@ -277,8 +277,12 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
         """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
-        if not isinstance(text, str):
-            raise EncodeError(f"encode takes a str, not {type(text).__name__}; decode bytes first (e.g. data.decode('utf-8'))")
+        allowed, regex = self._special_rules(allowed_special, disallowed_special)
+        self._refuse_disallowed(text, regex)
+        return allowed
+
+    def _special_rules(self, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial):
+        """(allowed special tokens, regex finding the disallowed ones or None)."""
         known = self.special_tokens.keys()
         allowed = frozenset(known) if allowed_special == "all" else frozenset(allowed_special)
         disallowed = frozenset(known) - allowed if disallowed_special == "all" else frozenset(disallowed_special)
@@ -287,20 +291,26 @@ class Tokenizer:
             raise SpecialTokenError(
                 f"{sorted(unknown)} are not special tokens of this tokenizer; its special tokens are {sorted(known)}"
             )
-        if disallowed:
-            regex = self._special_regex_cache.get(disallowed)
-            if regex is None:
-                alternatives = sorted(disallowed, key=len, reverse=True)
-                regex = self._special_regex_cache[disallowed] = re.compile("|".join(map(re.escape, alternatives)))
-            match = regex.search(text)
-            if match:
-                raise SpecialTokenError(
-                    f"text contains the special token {match.group()!r} at index {match.start()}, which is not "
-                    f"allowed. If it should become its special id, pass allowed_special={{{match.group()!r}}} "
-                    f"(or allowed_special='all'); if it should be encoded as plain text, pass "
-                    f"disallowed_special=() or use encode_ordinary()."
-                )
-        return allowed
+        if not disallowed:
+            return allowed, None
+        regex = self._special_regex_cache.get(disallowed)
+        if regex is None:
+            alternatives = sorted(disallowed, key=len, reverse=True)
+            regex = self._special_regex_cache[disallowed] = re.compile("|".join(map(re.escape, alternatives)))
+        return allowed, regex
+
+    @staticmethod
+    def _refuse_disallowed(text: str, regex) -> None:
+        if not isinstance(text, str):
+            raise EncodeError(f"encode takes a str, not {type(text).__name__}; decode bytes first (e.g. data.decode('utf-8'))")
+        match = regex.search(text) if regex is not None else None
+        if match:
+            raise SpecialTokenError(
+                f"text contains the special token {match.group()!r} at index {match.start()}, which is not "
+                f"allowed. If it should become its special id, pass allowed_special={{{match.group()!r}}} "
+                f"(or allowed_special='all'); if it should be encoded as plain text, pass "
+                f"disallowed_special=() or use encode_ordinary()."
+            )
 
     # ------------------------------------------------------------------ decoding
 

@@ -13,45 +13,122 @@ use std::collections::BinaryHeap;
 const SHORT_CHUNK: usize = 48;
 
 /// Packs up to 15 bytes and their length into one integer (little-endian bytes, the length in
-/// the top byte), so that two different short byte strings never share a key.
+/// the top byte), so that two different short byte strings never share a key. Reads the bytes
+/// as two overlapping words instead of copying them one by one: this runs once per chunk.
 #[inline]
-fn pack_short(bytes: &[u8]) -> Option<u128> {
-    if bytes.len() > 15 {
-        return None;
-    }
-    let mut buf = [0u8; 16];
-    buf[..bytes.len()].copy_from_slice(bytes);
-    buf[15] = bytes.len() as u8;
-    Some(u128::from_le_bytes(buf))
+fn pack_short(b: &[u8]) -> Option<u128> {
+    let n = b.len();
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    let (lo, hi) = match n {
+        0 => (0, 0),
+        1 => (b[0] as u64, 0),
+        2..=3 => {
+            let a = u16::from_le_bytes([b[0], b[1]]) as u64;
+            let c = u16::from_le_bytes([b[n - 2], b[n - 1]]) as u64;
+            (a | c << (8 * (n - 2)), 0)
+        }
+        4..=7 => {
+            let a = u32::from_le_bytes(b[..4].try_into().unwrap()) as u64;
+            let c = u32::from_le_bytes(b[n - 4..].try_into().unwrap()) as u64;
+            (a | c << (8 * (n - 4)), 0)
+        }
+        8 => (word(0), 0),
+        9..=15 => (word(0), word(n - 8) >> (8 * (16 - n))),
+        _ => return None,
+    };
+    Some((lo as u128) | ((hi | (n as u64) << 56) as u128) << 64)
 }
 
 /// Gives every model its own number, so a thread's chunk cache knows whose results it holds.
 static NEXT_MODEL_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// Per-thread cache of merge results for short chunks: packed chunk -> ids, the ids kept in one
-/// flat arena (no allocation per entry). Bounded: cleared when full.
+/// Bumped by `clear_chunk_caches`: every thread's caches made before are then dropped on use.
+static CACHE_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Empties the chunk caches of all threads (lazily: each thread drops its own on next use).
+/// Benchmarks call it so that every timed run starts cold, as a peer without a cache does.
+pub fn clear_chunk_caches() {
+    CACHE_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// One entry of the front of the chunk cache: a packed chunk and up to 3 ids.
+#[derive(Clone, Copy, Default)]
+struct FrontSlot {
+    key: u128,
+    len: u32,
+    ids: [u32; 3],
+}
+
+/// A set of the 2-way front: two slots in one 64-byte cache line; the newer entry first.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct FrontSet([FrontSlot; 2]);
+
+/// 2^FRONT_BITS sets of 64 bytes (1 MB) stay in the L2 cache. A few thousand words make up
+/// most chunk occurrences of real text, so most chunks are answered here with one cache-resident
+/// load, instead of probing the multi-megabyte token table.
+const FRONT_BITS: u32 = 14;
+
+/// Per-thread, per-model memo of merge results for short chunks (byte level). A direct-mapped
+/// front for results of up to 3 ids, then a hash map whose ids live in one flat arena (no
+/// allocation per entry). Bounded: the map is cleared when full, front slots are overwritten.
 struct ChunkCache {
     owner: u64,
+    epoch: u64,
+    front: Vec<FrontSet>,
     index: FxHashMap<u128, (u32, u32)>,
     ids: Vec<u32>,
 }
 
-const CACHE_ENTRIES: usize = 1 << 16;
+const CACHE_ENTRIES: usize = 1 << 17;
+/// Caches kept per thread: a program alternating between a few tokenizers keeps each one's.
+const CACHES_PER_THREAD: usize = 4;
 
 impl ChunkCache {
-    fn claim(&mut self, uid: u64) {
-        if self.owner != uid {
-            self.owner = uid;
-            self.index.clear();
-            self.ids.clear();
+    fn new(owner: u64) -> Self {
+        let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::default(), ids: Vec::new() }
+    }
+
+    #[inline]
+    fn set(key: u128) -> usize {
+        let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FRONT_BITS)) as usize
+    }
+
+    /// Appends the cached ids of `key` to `out`; false if not cached.
+    #[inline]
+    fn get(&self, key: u128, out: &mut Vec<u32>) -> bool {
+        for slot in &self.front[Self::set(key)].0 {
+            if slot.key == key {
+                out.extend_from_slice(&slot.ids[..slot.len as usize]);
+                return true;
+            }
+        }
+        match self.index.get(&key) {
+            Some(&(start, len)) => {
+                out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
+                true
+            }
+            None => false,
         }
     }
 
-    fn get(&self, key: u128) -> Option<&[u32]> {
-        self.index.get(&key).map(|&(start, len)| &self.ids[start as usize..(start + len) as usize])
-    }
-
+    /// Results of up to 3 ids go to the front; those of several ids (the costly ones to
+    /// recompute) also to the map, where they outlive their eviction from the front.
+    #[inline]
     fn insert(&mut self, key: u128, ids: &[u32]) {
+        if ids.len() <= 3 {
+            let set = &mut self.front[Self::set(key)].0;
+            set[1] = set[0];
+            let slot = &mut set[0];
+            slot.key = key;
+            slot.len = ids.len() as u32;
+            slot.ids[..ids.len()].copy_from_slice(ids);
+            if ids.len() == 1 {
+                return;
+            }
+        }
         if self.index.len() >= CACHE_ENTRIES {
             self.index.clear();
             self.ids.clear();
@@ -62,8 +139,41 @@ impl ChunkCache {
 }
 
 thread_local! {
-    static CHUNK_CACHE: std::cell::RefCell<ChunkCache> =
-        std::cell::RefCell::new(ChunkCache { owner: 0, index: FxHashMap::default(), ids: Vec::new() });
+    /// Most recently used first.
+    static CHUNK_CACHES: std::cell::RefCell<Vec<ChunkCache>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's chunk cache for model `uid` (made or recycled as needed).
+fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
+    CHUNK_CACHES.with(|caches| {
+        let Ok(mut caches) = caches.try_borrow_mut() else {
+            // Re-entered from inside `f` (cannot happen today): work without a shared cache.
+            return f(&mut ChunkCache::new(uid));
+        };
+        let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
+        caches.retain(|c| c.epoch == epoch);
+        match caches.iter().position(|c| c.owner == uid) {
+            Some(0) => {}
+            Some(i) => {
+                let c = caches.remove(i);
+                caches.insert(0, c);
+            }
+            None => {
+                let c = if caches.len() >= CACHES_PER_THREAD {
+                    let mut c = caches.pop().unwrap();
+                    c.owner = uid;
+                    c.front.fill(FrontSet::default());
+                    c.index.clear();
+                    c.ids.clear();
+                    c
+                } else {
+                    ChunkCache::new(uid)
+                };
+                caches.insert(0, c);
+            }
+        }
+        f(&mut caches[0])
+    })
 }
 
 /// The rank of a pair that does not merge: larger than every real rank.
@@ -130,6 +240,9 @@ pub struct BpeModel {
     byte_ids: Option<[u32; 256]>,
     /// (left id, right id) -> (rank, merged id). Lower rank merges first.
     merges: FxHashMap<(u32, u32), (u32, u32)>,
+    /// Byte level: `merges` for the pairs of single bytes, indexed by `left << 8 | right`
+    /// (512 KB, cache-resident: every merge of a chunk starts with its byte pairs).
+    byte_pairs: Vec<(u32, u32)>,
     specials: SpecialTokens,
     /// None: the caller pre-tokenizes, each piece given is one chunk.
     pretokenizer: Option<Pretokenizer>,
@@ -258,7 +371,13 @@ impl BpeModel {
         let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
         let short_tokens = by_bytes.iter().filter_map(|(b, &id)| pack_short(b).map(|k| (k, id))).collect();
         let uid = NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(BpeModel { vocab, by_bytes, short_tokens, byte_ids, merges, specials, pretokenizer, options, uid })
+        let byte_pairs = match (options.level, &byte_ids) {
+            (Level::Byte, Some(ids)) => (0..1usize << 16)
+                .map(|i| merges.get(&(ids[i >> 8], ids[i & 0xff])).copied().unwrap_or(NO_MERGE))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, merges, specials, pretokenizer, options, uid })
     }
 
     /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
@@ -368,58 +487,64 @@ impl BpeModel {
     /// Encodes `text` into `out` but stops as soon as `out` holds more than `limit` ids.
     /// Returns whether the whole text was encoded within the limit.
     pub fn encode_until(&self, text: &str, allowed: impl Fn(u32) -> bool, limit: usize, out: &mut Vec<u32>) -> Result<bool> {
-        let mut result = Ok(());
-        let mut scratch = Vec::new();
-        self.specials.split(text, allowed, |piece| {
-            if result.is_err() || out.len() > limit {
-                return;
-            }
-            match piece {
-                Piece::Special(id) => out.push(id),
-                Piece::Text(t) => match &self.pretokenizer {
-                    None => result = self.encode_chunk(t.as_bytes(), out, &mut scratch),
-                    Some(p) => {
-                        // Stopping early: the pre-tokenizer is driven chunk by chunk and the
-                        // callback ignores the rest once the limit is passed.
-                        let r = p.for_each_chunk(t, |chunk| {
-                            if result.is_ok() && out.len() <= limit {
-                                result = self.encode_chunk(chunk.as_bytes(), out, &mut scratch);
+        with_chunk_cache(self.uid, |cache| {
+            let mut result = Ok(());
+            let mut scratch = Vec::new();
+            self.specials.split(text, allowed, |piece| {
+                if result.is_err() || out.len() > limit {
+                    return;
+                }
+                match piece {
+                    Piece::Special(id) => out.push(id),
+                    Piece::Text(t) => match &self.pretokenizer {
+                        None => result = self.encode_chunk_with(t.as_bytes(), out, &mut scratch, cache),
+                        Some(p) => {
+                            // Stopping early: the pre-tokenizer is driven chunk by chunk and the
+                            // callback ignores the rest once the limit is passed.
+                            let r = p.for_each_chunk(t, |chunk| {
+                                if result.is_ok() && out.len() <= limit {
+                                    result = self.encode_chunk_with(chunk.as_bytes(), out, &mut scratch, cache);
+                                }
+                            });
+                            if result.is_ok() {
+                                result = r;
                             }
-                        });
-                        if result.is_ok() {
-                            result = r;
                         }
-                    }
-                },
-            }
-        });
-        result.map(|_| out.len() <= limit)
+                    },
+                }
+            });
+            result.map(|_| out.len() <= limit)
+        })
     }
 
     /// Encodes pieces that the caller already pre-tokenized: each one is one chunk.
     pub fn encode_words<'a>(&self, words: impl IntoIterator<Item = &'a str>) -> Result<Vec<u32>> {
-        let mut out = Vec::new();
-        let mut scratch = Vec::new();
-        for w in words {
-            self.encode_chunk(w.as_bytes(), &mut out, &mut scratch)?;
-        }
-        Ok(out)
+        with_chunk_cache(self.uid, |cache| {
+            let mut out = Vec::new();
+            let mut scratch = Vec::new();
+            for w in words {
+                self.encode_chunk_with(w.as_bytes(), &mut out, &mut scratch, cache)?;
+            }
+            Ok(out)
+        })
     }
 
     fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let mut scratch = Vec::new();
-        match &self.pretokenizer {
-            None => self.encode_chunk(text.as_bytes(), out, &mut scratch),
-            Some(p) => {
-                let mut result = Ok(());
-                p.for_each_chunk(text, |chunk| {
-                    if result.is_ok() {
-                        result = self.encode_chunk(chunk.as_bytes(), out, &mut scratch);
-                    }
-                })?;
-                result
+        with_chunk_cache(self.uid, |cache| {
+            let mut scratch = Vec::new();
+            match &self.pretokenizer {
+                None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
+                Some(p) => {
+                    let mut result = Ok(());
+                    p.for_each_chunk(text, |chunk| {
+                        if result.is_ok() {
+                            result = self.encode_chunk_with(chunk.as_bytes(), out, &mut scratch, cache);
+                        }
+                    })?;
+                    result
+                }
             }
-        }
+        })
     }
 
     /// The id of the token whose bytes are exactly `bytes`, if any.
@@ -433,35 +558,43 @@ impl BpeModel {
 
     /// Applies the merges to one chunk (UTF-8 bytes of a str) and appends its ids to `out`.
     pub fn encode_chunk(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>) -> Result<()> {
+        with_chunk_cache(self.uid, |cache| self.encode_chunk_with(bytes, out, scratch, cache))
+    }
+
+    /// `encode_chunk` with this thread's cache already in hand (borrowed once per text).
+    #[inline]
+    fn encode_chunk_with(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
-        if self.options.ignore_merges {
-            if let Some(id) = self.whole_token(bytes) {
-                out.push(id);
-                return Ok(());
-            }
-        }
-        // Short chunks that are not one token repeat a lot ("tokenizer", " encoding"): their
-        // merge results are cached per thread.
+        // Short chunks repeat a lot (" the", " tokenizer"): at byte level their results are
+        // cached per thread, whether they are one token or several.
         let key = if self.options.level == Level::Byte { pack_short(bytes) } else { None };
         if let Some(key) = key {
-            let hit = CHUNK_CACHE.with(|c| {
-                let mut c = c.borrow_mut();
-                c.claim(self.uid);
-                c.get(key).map(|ids| out.extend_from_slice(ids)).is_some()
-            });
-            if hit {
+            if cache.get(key, out) {
+                return Ok(());
+            }
+            if self.options.ignore_merges {
+                if let Some(&id) = self.short_tokens.get(&key) {
+                    out.push(id);
+                    cache.insert(key, &[id]);
+                    return Ok(());
+                }
+            }
+        } else if self.options.ignore_merges {
+            if let Some(id) = self.whole_token(bytes) {
+                out.push(id);
                 return Ok(());
             }
         }
         scratch.clear();
         self.initial_symbols(bytes, scratch)?;
         if scratch.len() <= SHORT_CHUNK {
-            self.merge_short(scratch);
+            let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
+            self.merge_short(scratch, level_bytes);
             out.extend_from_slice(scratch);
             if let Some(key) = key {
-                CHUNK_CACHE.with(|c| c.borrow_mut().insert(key, scratch));
+                cache.insert(key, scratch);
             }
         } else {
             self.merge_long(scratch, out);
@@ -469,8 +602,6 @@ impl BpeModel {
         Ok(())
     }
 
-    /// The symbols merging starts from: one per byte, or one per character (with the
-    /// continuing-subword prefix and end-of-word suffix, byte fallback, unknown token).
     fn initial_symbols(&self, bytes: &[u8], out: &mut Vec<u32>) -> Result<()> {
         if self.options.level == Level::Byte {
             let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
@@ -579,14 +710,37 @@ impl BpeModel {
 
     /// Repeatedly finds the adjacent pair with the lowest merge rank and merges it
     /// (the leftmost one among equals). Quadratic, but tight for short chunks.
-    fn merge_short(&self, symbols: &mut Vec<u32>) {
+    /// `bytes`: the chunk's bytes when `symbols` are still its byte ids (byte level), so the
+    /// first ranks come from the dense byte-pair table instead of the large merge map.
+    fn merge_short(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>) {
         // ranks[i]: (rank, new id) of merging symbols i and i+1. After a merge only the two
         // neighbouring entries change, so each merge costs two lookups and one linear scan.
-        let mut ranks: Vec<(u32, u32)> = symbols.windows(2).map(|w| self.merge_of(w[0], w[1])).collect();
+        // On the stack for the chunks this is meant for (the tests also run it on long ones).
+        let mut pairs = symbols.len().saturating_sub(1);
+        let mut on_stack = [NO_MERGE; SHORT_CHUNK];
+        let mut on_heap = Vec::new();
+        let ranks: &mut [(u32, u32)] = if pairs <= SHORT_CHUNK {
+            &mut on_stack
+        } else {
+            on_heap.resize(pairs, NO_MERGE);
+            &mut on_heap
+        };
+        match bytes {
+            Some(b) if !self.byte_pairs.is_empty() => {
+                for i in 0..pairs {
+                    ranks[i] = self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize];
+                }
+            }
+            _ => {
+                for i in 0..pairs {
+                    ranks[i] = self.merge_of(symbols[i], symbols[i + 1]);
+                }
+            }
+        }
         loop {
             let mut best = NO_MERGE.0;
             let mut at = usize::MAX;
-            for (i, &(rank, _)) in ranks.iter().enumerate() {
+            for (i, &(rank, _)) in ranks[..pairs].iter().enumerate() {
                 if rank < best {
                     best = rank;
                     at = i;
@@ -597,11 +751,12 @@ impl BpeModel {
             }
             symbols[at] = ranks[at].1;
             symbols.remove(at + 1);
-            ranks.remove(at);
+            ranks.copy_within(at + 1..pairs, at);
+            pairs -= 1;
             if at > 0 {
                 ranks[at - 1] = self.merge_of(symbols[at - 1], symbols[at]);
             }
-            if at < ranks.len() {
+            if at < pairs {
                 ranks[at] = self.merge_of(symbols[at], symbols[at + 1]);
             }
         }
@@ -721,6 +876,23 @@ impl BpeModel {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pack_short_is_the_bytes_and_length() {
+        // The word-wise packing must equal the plain byte-by-byte layout, for every length.
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for _ in 0..20_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = (state >> 60) as usize;
+            let bytes: Vec<u8> = (0..n).map(|i| (state >> (i % 8 * 8)) as u8 ^ i as u8).collect();
+            let mut buf = [0u8; 16];
+            buf[..n].copy_from_slice(&bytes);
+            buf[15] = n as u8;
+            assert_eq!(pack_short(&bytes), Some(u128::from_le_bytes(buf)), "{bytes:?}");
+        }
+        assert_eq!(pack_short(&[7u8; 16]), None);
+    }
+
     use super::*;
     use crate::pretokenize::GPT2_PATTERN;
 
@@ -760,7 +932,7 @@ mod tests {
                     .collect();
                 let ids: Vec<u32> = s.iter().map(|&b| b as u32).collect();
                 let mut short = ids.clone();
-                m.merge_short(&mut short);
+                m.merge_short(&mut short, None);
                 let mut long = Vec::new();
                 m.merge_long(&ids, &mut long);
                 assert_eq!(short, long, "input {:?}", String::from_utf8_lossy(&s));
@@ -797,7 +969,7 @@ mod tests {
                 let len = 49 + rand(300) as usize;
                 let ids: Vec<u32> = (0..len).map(|_| b"abc"[rand(3) as usize] as u32).collect();
                 let mut short = ids.clone();
-                m.merge_short(&mut short);
+                m.merge_short(&mut short, None);
                 let mut long = Vec::new();
                 m.merge_long(&ids, &mut long);
                 assert_eq!(short, long);

@@ -12,6 +12,7 @@ use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, Merg
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use std::path::PathBuf;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList};
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
@@ -33,6 +34,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         ErrorKind::Training => TrainingError::new_err(e.message),
         ErrorKind::Decode => DecodeError::new_err(e.message),
         ErrorKind::Encode => EncodeError::new_err(e.message),
+        ErrorKind::Internal => internal_error(&e.message),
     }
 }
 
@@ -40,14 +42,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
 pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(to_py),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(InternalError::new_err(format!("internal error in toksmith's Rust core: {msg}. Please report it with the input that caused it.")))
-        }
+        Err(panic) => Err(internal_error(&panic_message(panic))),
     }
 }
 
@@ -55,27 +50,43 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
 /// made once per size and kept: starting threads on every batch call would cost more than
 /// encoding a small batch.
 fn with_threads<T: Send>(num_threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+    Ok(match pool_of(num_threads)? {
+        None => f(),
+        Some(pool) => pool.install(f),
+    })
+}
+
+/// The kept pool of `num_threads` threads; None for the global pool.
+fn pool_of(num_threads: Option<usize>) -> Result<Option<std::sync::Arc<rayon::ThreadPool>>, Error> {
     static POOLS: std::sync::Mutex<Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>> = std::sync::Mutex::new(Vec::new());
     let n = match num_threads {
-        None | Some(0) => return Ok(f()),
+        None | Some(0) => return Ok(None),
         Some(n) => n,
     };
-    let pool = {
-        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-        match pools.iter().find(|(size, _)| *size == n) {
-            Some((_, pool)) => pool.clone(),
-            None => {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(n)
-                    .build()
-                    .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}")))?;
-                let pool = std::sync::Arc::new(pool);
-                pools.push((n, pool.clone()));
-                pool
-            }
-        }
-    };
-    Ok(pool.install(f))
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(size, _)| *size == n) {
+        return Ok(Some(pool.clone()));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}")))?;
+    let pool = std::sync::Arc::new(pool);
+    pools.push((n, pool.clone()));
+    Ok(Some(pool))
+}
+
+fn internal_error(msg: &str) -> PyErr {
+    InternalError::new_err(format!("internal error in toksmith's Rust core: {msg}. Please report it with the input that caused it."))
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 #[pyclass(name = "BpeModel", module = "toksmith._core", frozen)]
@@ -211,19 +222,58 @@ impl PyBpeModel {
     }
 
     #[pyo3(signature = (texts, allowed, num_threads=None))]
-    fn encode_batch<'py>(&self, py: Python<'py>, texts: Vec<String>, allowed: Vec<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
+    /// Encodes `texts` on a pool of `num_threads` threads. The Python lists are made on this
+    /// thread, holding the GIL, as results arrive, while the pool goes on encoding the rest
+    /// without it: list building overlaps the encoding instead of following it.
+    fn encode_batch<'py>(&self, py: Python<'py>, texts: Vec<PyBackedStr>, allowed: Vec<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
-        let all = py.allow_threads(|| {
-            guard(|| {
-                with_threads(num_threads, || {
-                    texts
-                        .par_iter()
-                        .map(|t| if allowed.is_empty() { self.inner.encode_ordinary(t) } else { self.inner.encode(t, |id| allowed.contains(&id)) })
-                        .collect::<Result<Vec<_>, _>>()
-                })?
-            })
-        })?;
-        all.iter().map(|ids| self.to_list(py, ids)).collect()
+        let encode_one = |t: &str| -> Result<Vec<u32>, Error> {
+            match catch_unwind(AssertUnwindSafe(|| {
+                if allowed.is_empty() { self.inner.encode_ordinary(t) } else { self.inner.encode(t, |id| allowed.contains(&id)) }
+            })) {
+                Ok(r) => r,
+                Err(panic) => Err(Error::new(ErrorKind::Internal, panic_message(panic))),
+            }
+        };
+        let pool = pool_of(num_threads).map_err(to_py)?;
+        let mut lists: Vec<Option<Py<PyList>>> = (0..texts.len()).map(|_| None).collect();
+        let mut failure: Option<PyErr> = None;
+        py.allow_threads(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Vec<u32>, Error>)>();
+            let texts = &texts;
+            let encode_one = &encode_one;
+            let work = move || {
+                texts.par_iter().enumerate().for_each_with(tx, |tx, (i, t)| {
+                    let _ = tx.send((i, encode_one(t)));
+                })
+            };
+            let mut collect = |rx: std::sync::mpsc::Receiver<(usize, Result<Vec<u32>, Error>)>| {
+                Python::with_gil(|py| {
+                    for (i, r) in rx {
+                        match r.map_err(to_py).and_then(|ids| self.to_list(py, &ids)) {
+                            Ok(list) => lists[i] = Some(list.unbind()),
+                            Err(e) => {
+                                failure.get_or_insert(e);
+                            }
+                        }
+                    }
+                })
+            };
+            match &pool {
+                Some(pool) => pool.in_place_scope(|s| {
+                    s.spawn(move |_| work());
+                    collect(rx);
+                }),
+                None => rayon::in_place_scope(|s| {
+                    s.spawn(move |_| work());
+                    collect(rx);
+                }),
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(lists.into_iter().map(|l| l.expect("every text was encoded").into_bound(py)).collect())
     }
 
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
@@ -462,6 +512,12 @@ fn pattern_regex(name: &str) -> String {
     resolve_pattern(name).to_string()
 }
 
+/// Empties the per-thread chunk caches of every BPE model (benchmarks: each timed run starts cold).
+#[pyfunction]
+fn clear_chunk_caches() {
+    crate::models::bpe::clear_chunk_caches();
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
@@ -471,5 +527,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(clear_chunk_caches, m)?)?;
     Ok(())
 }
