@@ -176,6 +176,59 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
     })
 }
 
+/// `merge_long`'s queue: rank -> positions of the candidate pairs of that rank (buckets in a
+/// slab), and the ranks in a min-heap. A small direct-mapped memo of rank -> bucket answers most
+/// adds without hashing: runs of adds go to a few ranks (1 MB of spaces merges the same two or
+/// three pairs hundreds of thousands of times).
+struct RankBuckets {
+    index: FxHashMap<u32, u32>,
+    slab: Vec<Vec<u32>>,
+    free: Vec<u32>,
+    memo: [(u32, u32); 64],
+    heap: BinaryHeap<Reverse<u32>>,
+}
+
+impl RankBuckets {
+    fn new() -> Self {
+        RankBuckets { index: FxHashMap::default(), slab: Vec::new(), free: Vec::new(), memo: [(NO_MERGE.0, 0); 64], heap: BinaryHeap::new() }
+    }
+
+    #[inline]
+    fn add(&mut self, rank: u32, pos: u32) {
+        let m = rank as usize & 63;
+        let slot = if self.memo[m].0 == rank {
+            self.memo[m].1
+        } else {
+            let slot = match self.index.get(&rank) {
+                Some(&slot) => slot,
+                None => {
+                    let slot = self.free.pop().unwrap_or_else(|| {
+                        self.slab.push(Vec::new());
+                        self.slab.len() as u32 - 1
+                    });
+                    self.index.insert(rank, slot);
+                    self.heap.push(Reverse(rank));
+                    slot
+                }
+            };
+            self.memo[m] = (rank, slot);
+            slot
+        };
+        self.slab[slot as usize].push(pos);
+    }
+
+    /// The lowest rank and its positions (in no particular order), removed from the queue.
+    fn pop(&mut self) -> Option<(u32, Vec<u32>)> {
+        let Reverse(rank) = self.heap.pop()?;
+        let slot = self.index.remove(&rank).expect("a queued rank has a bucket");
+        if self.memo[rank as usize & 63].0 == rank {
+            self.memo[rank as usize & 63] = (NO_MERGE.0, 0);
+        }
+        self.free.push(slot);
+        Some((rank, std::mem::take(&mut self.slab[slot as usize])))
+    }
+}
+
 /// The rank of a pair that does not merge: larger than every real rank.
 const NO_MERGE: (u32, u32) = (u32::MAX, u32::MAX);
 
@@ -597,7 +650,8 @@ impl BpeModel {
                 cache.insert(key, scratch);
             }
         } else {
-            self.merge_long(scratch, out);
+            let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
+            self.merge_long(scratch, level_bytes, out);
         }
         Ok(())
     }
@@ -776,29 +830,35 @@ impl BpeModel {
     /// sweep of its bucket; the heap is touched once per distinct rank, not once per merge. If
     /// a merge creates a pair ranked below r (vocabularies need not forbid it), the sweep pauses
     /// so the lower rank goes first, exactly as a per-merge priority queue would order it.
-    fn merge_long(&self, initial: &[u32], out: &mut Vec<u32>) {
-        let n = initial.len();
+    ///
+    /// `bytes`: as for `merge_short` (the first ranks from the dense byte-pair table: on 1 MB of
+    /// Chinese that saves a million probes of the large merge map).
+    fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>) {
+        // Positions are u32 (chunks of 4 GiB and more are not a use case; they are cut below):
+        // half the memory of usize for the links and buckets, which is what this loop touches.
+        if initial.len() >= u32::MAX as usize {
+            let half = initial.len() / 2;
+            self.merge_long(&initial[..half], bytes.map(|b| &b[..half]), out);
+            return self.merge_long(&initial[half..], bytes.map(|b| &b[half..]), out);
+        }
+        const END: u32 = u32::MAX;
+        let n = initial.len() as u32;
         let mut sym: Vec<u32> = initial.to_vec();
-        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-        let mut next: Vec<usize> = (1..=n).collect();
-        let mut alive = vec![true; n];
-        let mut buckets: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
-        let mut ranks: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
-        let add = |buckets: &mut FxHashMap<u32, Vec<usize>>, ranks: &mut BinaryHeap<Reverse<u32>>, rank: u32, pos: usize| {
-            let bucket = buckets.entry(rank).or_default();
-            if bucket.is_empty() {
-                ranks.push(Reverse(rank));
-            }
-            bucket.push(pos);
+        let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut next: Vec<u32> = (1..=n).collect();
+        let mut alive = vec![true; n as usize];
+        let first_rank = |i: usize| match bytes {
+            Some(b) if !self.byte_pairs.is_empty() => self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize].0,
+            _ => self.merge_of(sym[i], sym[i + 1]).0,
         };
-        for i in 0..n - 1 {
-            let (rank, _) = self.merge_of(sym[i], sym[i + 1]);
+        let mut queue = RankBuckets::new();
+        for i in 0..n as usize - 1 {
+            let rank = first_rank(i);
             if rank != NO_MERGE.0 {
-                add(&mut buckets, &mut ranks, rank, i);
+                queue.add(rank, i as u32);
             }
         }
-        while let Some(Reverse(rank)) = ranks.pop() {
-            let Some(mut positions) = buckets.remove(&rank) else { continue };
+        while let Some((rank, mut positions)) = queue.pop() {
             positions.sort_unstable();
             positions.dedup();
             let mut k = 0;
@@ -806,39 +866,41 @@ impl BpeModel {
                 let i = positions[k];
                 k += 1;
                 // Still this pair? Earlier merges may have consumed or changed it.
-                if !alive[i] || next[i] >= n {
+                if !alive[i as usize] || next[i as usize] >= n {
                     continue;
                 }
-                let j = next[i];
-                let (r, new_id) = self.merge_of(sym[i], sym[j]);
+                let j = next[i as usize];
+                let (r, new_id) = self.merge_of(sym[i as usize], sym[j as usize]);
                 if r != rank {
                     continue;
                 }
-                sym[i] = new_id;
-                alive[j] = false;
-                next[i] = next[j];
-                if next[j] < n {
-                    prev[next[j]] = i;
+                sym[i as usize] = new_id;
+                alive[j as usize] = false;
+                next[i as usize] = next[j as usize];
+                if next[j as usize] < n {
+                    prev[next[j as usize] as usize] = i;
                 }
                 let mut lower = false;
-                if prev[i] < n {
-                    let (r, _) = self.merge_of(sym[prev[i]], sym[i]);
+                let p = prev[i as usize];
+                if p != END && p < n {
+                    let (r, _) = self.merge_of(sym[p as usize], sym[i as usize]);
                     if r != NO_MERGE.0 {
-                        add(&mut buckets, &mut ranks, r, prev[i]);
+                        queue.add(r, p);
                         lower |= r < rank;
                     }
                 }
-                if next[i] < n {
-                    let (r, _) = self.merge_of(sym[i], sym[next[i]]);
+                let q = next[i as usize];
+                if q < n {
+                    let (r, _) = self.merge_of(sym[i as usize], sym[q as usize]);
                     if r != NO_MERGE.0 {
-                        add(&mut buckets, &mut ranks, r, i);
+                        queue.add(r, i);
                         lower |= r < rank;
                     }
                 }
                 if lower && k < positions.len() {
                     // A lower rank appeared: it goes first; the rest of this sweep waits.
                     for &p in &positions[k..] {
-                        add(&mut buckets, &mut ranks, rank, p);
+                        queue.add(rank, p);
                     }
                     break;
                 }
@@ -846,8 +908,8 @@ impl BpeModel {
         }
         let mut i = 0;
         while i < n {
-            out.push(sym[i]);
-            i = next[i];
+            out.push(sym[i as usize]);
+            i = next[i as usize];
         }
     }
 
@@ -934,7 +996,7 @@ mod tests {
                 let mut short = ids.clone();
                 m.merge_short(&mut short, None);
                 let mut long = Vec::new();
-                m.merge_long(&ids, &mut long);
+                m.merge_long(&ids, None, &mut long);
                 assert_eq!(short, long, "input {:?}", String::from_utf8_lossy(&s));
             }
         }
@@ -971,7 +1033,7 @@ mod tests {
                 let mut short = ids.clone();
                 m.merge_short(&mut short, None);
                 let mut long = Vec::new();
-                m.merge_long(&ids, &mut long);
+                m.merge_long(&ids, None, &mut long);
                 assert_eq!(short, long);
             }
         }
