@@ -105,3 +105,38 @@ def test_safe_from_many_python_threads(tok):
         batches = list(pool.map(lambda k: tok.encode_batch(texts[k::8], num_threads=2), range(8)))
     assert got == expected
     assert [ids for k in range(8) for ids in batches[k]] == [expected[i] for k in range(8) for i in range(k, len(texts), 8)]
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3"])
+def test_offsets_of_byte_level_tokenizer_json(name):
+    """Loaded byte-level tokenizer.json files give spans too; their ids are HF tokenizers' own."""
+    from conftest import data_path
+
+    hf = pytest.importorskip("tokenizers")
+    folder = data_path("tokenizers", "hf", name)
+    path = next(p for p in sorted(folder.iterdir()) if p.name.startswith("tokenizer.json"))
+    tok = toksmith.load(path)
+    import lzma
+
+    raw = lzma.decompress(path.read_bytes()).decode() if path.suffix == ".xz" else path.read_text()
+    ref = hf.Tokenizer.from_str(raw)
+    for text in TEXTS + ["  leading spaces, Grüße\n\n\ttabs 1234567 ..."]:
+        ids, byte_spans, char_spans = tok.encode_with_offsets(text)
+        assert ids == ref.encode(text, add_special_tokens=False).ids
+        data = text.encode("utf-8")
+        assert b"".join(data[s:e] for s, e in byte_spans) == data
+        assert all(data[s:e] == tok.token_bytes(i) for i, (s, e) in zip(ids, byte_spans))
+        assert all(text[cs:ce].encode().find(data[bs:be]) >= 0 for (cs, ce), (bs, be) in zip(char_spans, byte_spans))
+
+
+def test_offsets_refused_where_the_pipeline_rewrites_text():
+    from conftest import data_path
+
+    folder = data_path("tokenizers", "hf", "bert-base-uncased")
+    path = next(p for p in sorted(folder.iterdir()) if p.name.startswith("tokenizer.json"))
+    with pytest.raises(toksmith.EncodeError, match="rewrites the text"):
+        toksmith.load(path).encode_with_offsets("Hello World")
+    qwen = toksmith.load(data_path("tokenizers", "hf", "qwen3", "tokenizer.json.xz"))
+    assert qwen.encode_with_offsets("caf\u00e9")[0] == qwen.encode("caf\u00e9", add_special_tokens=False)
+    with pytest.raises(toksmith.EncodeError, match="rewrites the text"):
+        qwen.encode_with_offsets("cafe\u0301")  # NFC would compose it

@@ -375,11 +375,17 @@ class Tokenizer:
         A character split between tokens (a byte-level token can hold part of a character)
         belongs to the char span of every token holding one of its bytes.
         """
-        if self._pipeline is not None:
-            raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith or "
-                              "tiktoken); this tokenizer's pipeline changes the text before the model")
-        ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        lengths = self._token_lengths()
+        pipeline = self._pipeline
+        # A normalizer that leaves this text as it is (Qwen's NFC on NFC text) changes nothing.
+        if pipeline is not None and (pipeline.fast is None or (
+                pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text)):
+            raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
+                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen); this "
+                              "tokenizer's pipeline rewrites the text before the model, so its tokens are not spans of it")
+        # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
+        ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                          add_special_tokens=False)
+        lengths = self._token_lengths() if pipeline is None else {i: len(self.token_bytes(i)) for i in set(ids)}
         # Byte offset -> index of the character holding that byte.
         data = text.encode("utf-8")
         char_of_byte = []
@@ -393,7 +399,11 @@ class Tokenizer:
             byte_spans.append((pos, end))
             char_spans.append((char_of_byte[pos], char_of_byte[end - 1] + 1 if end > pos else char_of_byte[pos]))
             pos = end
-        if pos != len(data):
+        if pos != len(data) or (pipeline is not None and self.decode_bytes(ids) != data):
+            if pipeline is not None:  # e.g. a ByteLevel pre-tokenizer that adds a prefix space
+                raise EncodeError("this tokenizer's pipeline changes the text (e.g. ByteLevel add_prefix_space, or a "
+                                  "normalizer acting on part of it), so its tokens are not spans of the input; "
+                                  "encode_with_offsets cannot apply")
             raise EncodeError("internal mismatch between token bytes and text; please report this input")
         return ids, byte_spans, char_spans
 
