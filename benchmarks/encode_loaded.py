@@ -87,8 +87,12 @@ def main() -> None:
             continue
         t_ours = best(lambda: [mine(d) for d in docs])
         t_peer = best(lambda: [one(d) for d in docs])
-        b_ours = best(lambda: ours.encode_batch(docs, num_threads=2, disallowed_special=()) if ours.pipeline is None
-                      else ours.encode_batch(docs, num_threads=2, disallowed_special=(), ))
+        batch_ours = lambda: ours.encode_batch(docs, num_threads=2, disallowed_special=(), add_special_tokens=False)  # noqa: E731
+        bad = sum(a != b for a, b in zip(batch_ours(), batch(docs)))
+        if bad:
+            print(f"{label}: {bad} of {len(docs)} documents differ from {peer_name} in batch; not timed")
+            continue
+        b_ours = best(batch_ours)
         b_peer = best(lambda: batch(docs))
         rows.append((label, peer_name, n_mb / t_ours, n_mb / t_peer, n_mb / b_ours, n_mb / b_peer))
         print(f"{label}: identical on all {len(docs)} documents; 1 thread toksmith {n_mb / t_ours:.1f} MB/s, "

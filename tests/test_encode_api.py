@@ -140,3 +140,21 @@ def test_offsets_refused_where_the_pipeline_rewrites_text():
     assert qwen.encode_with_offsets("caf\u00e9")[0] == qwen.encode("caf\u00e9", add_special_tokens=False)
     with pytest.raises(toksmith.EncodeError, match="rewrites the text"):
         qwen.encode_with_offsets("cafe\u0301")  # NFC would compose it
+
+
+@pytest.mark.parametrize("add_special_tokens", [False, True])
+def test_batch_of_loaded_byte_level_pipeline_matches_hf(add_special_tokens):
+    """encode_batch of a tokenizer.json on the Rust fast path (pieces encoded in parallel, added
+    tokens and templates put back in order) gives HF tokenizers' ids."""
+    import lzma
+
+    from conftest import data_path
+
+    hf = pytest.importorskip("tokenizers")
+    path = data_path("tokenizers", "hf", "llama3", "tokenizer.json.xz")
+    tok = toksmith.load(path)
+    ref = hf.Tokenizer.from_str(lzma.decompress(path.read_bytes()).decode())
+    texts = TEXTS + ["<|begin_of_text|>hello<|end_of_text|>", "a<|eot_id|>b<|eot_id|>c", "plain " * 500]
+    got = tok.encode_batch(texts, num_threads=2, allowed_special="all", add_special_tokens=add_special_tokens)
+    assert got == [e.ids for e in ref.encode_batch(texts, add_special_tokens=add_special_tokens)]
+    assert got == [tok.encode(t, allowed_special="all", add_special_tokens=add_special_tokens) for t in texts]

@@ -219,8 +219,10 @@ class Tokenizer:
         num_threads: int | None = None,
         allowed_special: AllowedSpecial = frozenset(),
         disallowed_special: AllowedSpecial = "all",
+        add_special_tokens: bool = True,
     ) -> list[list[int]]:
-        """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`."""
+        """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`.
+        Loaded pipelines in Python (normalizers other than byte-level BPE's) run one text at a time."""
         texts = list(texts)
         allowed, regex = self._special_rules(allowed_special, disallowed_special)
         for text in texts:
@@ -228,7 +230,9 @@ class Tokenizer:
         if not texts:
             return []
         if self._pipeline is not None:
-            return [self._pipeline.encode(t, allowed_special=allowed) for t in texts]
+            with _text_errors():
+                return self._pipeline.encode_batch(texts, allowed_special=allowed, add_special_tokens=add_special_tokens,
+                                                   num_threads=num_threads)
         with _text_errors():
             return self._model.encode_batch(texts, [self.special_tokens[s] for s in allowed], num_threads)
 
