@@ -67,7 +67,7 @@ struct FrontSet([FrontSlot; 2]);
 /// 2^FRONT_BITS sets of 64 bytes (1 MB) stay in the L2 cache. A few thousand words make up
 /// most chunk occurrences of real text, so most chunks are answered here with one cache-resident
 /// load, instead of probing the multi-megabyte token table.
-const FRONT_BITS: u32 = 14;
+const FRONT_BITS: u32 = 13;
 
 /// Per-thread, per-model memo of merge results for short chunks (byte level). A direct-mapped
 /// front for results of up to 3 ids, then a hash map whose ids live in one flat arena (no
