@@ -30,7 +30,7 @@ from ..errors import EncodeError, FormatError
 from ..models import BPE, Unigram, WordLevel, WordPiece, _VocabModel
 from ..pipeline import AddedToken, Pipeline
 from ..tokenizer import Tokenizer
-from .hf_unigram import hf_pipeline, is_sentencepiece_unigram
+from .hf_sentencepiece import hf_pipeline, is_sentencepiece_style
 
 _REQUIRED = object()
 _MAX_ID = 2**28  # ids must stay below this (the Rust core's limit)
@@ -872,8 +872,8 @@ def _byte_level_dict(tokenizer: Tokenizer) -> dict:
 def to_hf_dict(tokenizer: Tokenizer) -> dict:
     """The ``tokenizer.json`` content of ``tokenizer`` (see :func:`save_hf`)."""
     p = tokenizer.pipeline
-    if p is not None and is_sentencepiece_unigram(p.model):
-        p = hf_pipeline(p)  # the same tokenizer in Hugging Face's components
+    if p is not None and is_sentencepiece_style(tokenizer):
+        p = hf_pipeline(tokenizer)  # the same tokenizer in Hugging Face's components
     if p is None:
         d = _byte_level_dict(tokenizer)
     else:

@@ -1,10 +1,10 @@
-"""save(format="hf") for SentencePiece-style Unigram tokenizers, checked with `tokenizers`.
+"""save(format="hf") for SentencePiece-style tokenizers, checked with `tokenizers`.
 
-A tokenizer loaded from a SentencePiece .model must encode in `tokenizers` as the `sentencepiece`
-library does, and one trained by toksmith as toksmith does (special strings as plain text:
-SentencePiece never reads control, unknown or byte pieces from text). Every expected id comes
-from the reference libraries at test time; the texts are real corpora, edge strings and strings
-made to hit the reserved pieces.
+A Unigram tokenizer loaded from a SentencePiece .model must encode in `tokenizers` as the
+`sentencepiece` library does, and one trained by toksmith (Unigram, or SentencePiece-style BPE)
+as toksmith does (special strings as plain text: SentencePiece never reads control, unknown or
+byte pieces from text). Every expected id comes from the reference libraries at test time; the
+texts are real corpora, edge strings and strings made to hit the reserved pieces.
 """
 
 from __future__ import annotations
@@ -108,16 +108,24 @@ def trained_texts() -> list[str]:
     return EDGE + EDGE_STRINGS + ADVERSARIAL + sample_lines(20_000)
 
 
+UNIGRAM = {"algorithm": "unigram"}
+BPE = {"level": "char", "pattern": "metaspace"}  # SentencePiece-style BPE
+
+
 @pytest.mark.parametrize("options", [
-    {}, {"byte_fallback": True}, {"normalization": None}, {"add_dummy_prefix": False},
-    {"user_defined_symbols": ["<sep>"], "control_symbols": ["<s>", "</s>", "<mask>"]}, {"japanese": True},
-], ids=lambda o: ",".join(o) or "default")
-def test_trained_unigram_encodes_as_toksmith(options, botchan_lines, trained_texts, tmp_path):
+    UNIGRAM, {**UNIGRAM, "byte_fallback": True}, {**UNIGRAM, "normalization": None},
+    {**UNIGRAM, "add_dummy_prefix": False},
+    {**UNIGRAM, "user_defined_symbols": ["<sep>"], "control_symbols": ["<s>", "</s>", "<mask>"]},
+    {**UNIGRAM, "japanese": True},
+    BPE, {**BPE, "byte_fallback": True}, {**BPE, "normalization": None}, {**BPE, "add_dummy_prefix": False},
+    {**BPE, "japanese": True, "special_tokens": ["<s>", "</s>", "<mask>"]},
+], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items() if k not in ("level", "control_symbols")))
+def test_trained_tokenizers_encode_as_toksmith(options, botchan_lines, trained_texts, tmp_path):
     options = dict(options)
     corpus = botchan_lines
     if options.pop("japanese", False):
         corpus = corpus + read_text(data_path("corpora", "debian-handbook", "ja-JP.txt.xz"), 100_000).splitlines()
-    tok = toksmith.train(corpus, algorithm="unigram", vocab_size=1500 if options.get("byte_fallback") else 1200, **options)
+    tok = toksmith.train(corpus, vocab_size=1500 if options.get("byte_fallback") else 1200, **options)
     hf, path = export(tok, tmp_path)
     got = [e.ids for e in hf.encode_batch(trained_texts, add_special_tokens=False)]
     differ = [t for t, g in zip(trained_texts, got) if tok.encode(t, disallowed_special=()) != g]

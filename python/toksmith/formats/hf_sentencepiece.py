@@ -1,11 +1,15 @@
-"""SentencePiece-style Unigram tokenizers as Hugging Face pipelines (for ``save(format="hf")``).
+"""SentencePiece-style tokenizers as Hugging Face pipelines (for ``save(format="hf")``).
 
-Two kinds of tokenizer are converted: one loaded from a SentencePiece ``.model``
-(:class:`~toksmith.formats.sentencepiece.SentencePieceUnigram`) and one trained by toksmith
-(:class:`~toksmith.train_subword.TrainedUnigram`). The result is a pipeline made only of
-components that Hugging Face has, so :func:`toksmith.formats.hf.to_hf_dict` writes it as it is.
+Three kinds of tokenizer are converted: a Unigram tokenizer loaded from a SentencePiece
+``.model`` (:class:`~toksmith.formats.sentencepiece.SentencePieceUnigram`), one trained by
+toksmith (:class:`~toksmith.train_subword.TrainedUnigram`), and SentencePiece-style BPE trained by
+toksmith (``level="char", pattern="metaspace"``). The result is a pipeline made only of components
+that Hugging Face has, so :func:`toksmith.formats.hf.to_hf_dict` writes it as it is. All three
+keep SentencePiece's rule that ``<unk>``, control pieces (``<s>``) and byte pieces (``<0x41>``)
+are never read from text: ``tokenizers`` then encodes like ``sentencepiece`` (loaded models) or
+like toksmith's ``encode(text, disallowed_special=())`` (trained ones).
 
-What has to be mapped, and how:
+What has to be mapped for Unigram, and how:
 
 - **Pieces SentencePiece never reads from text** (``<unk>``, control pieces such as ``<s>``, byte
   pieces ``<0x41>``, unused pieces). Hugging Face's Unigram matches every piece of its vocabulary,
@@ -27,11 +31,13 @@ What has to be mapped, and how:
   gives them there (``bytes * max_score - 0.1``), so that they win as in SentencePiece; the model
   is refused when the normalizer would change one of them (SentencePiece leaves them as written).
 - **Decoder**: control pieces to nothing and ``<unk>`` to its surface (``" ⁇ "``), each token on its
-  own (``Replace``); byte pieces to text (``ByteFallback``); then the first ``▁`` of the text is
+  own (``Replace``); byte pieces to text (``ByteFallback``); then the leading ``▁`` of the text are
   dropped (``Strip``) and the others become spaces.
 
 Trained tokenizers keep their own normalizer, Metaspace pre-tokenizer and decoder (they are
-Hugging Face components already); only the reserved pieces are handled as above.
+Hugging Face components already); only the reserved pieces are handled as above. BPE needs no
+blocking: a merge list never forms a piece it has no merge for, so the reserved pieces only move
+from the added tokens into the model's vocabulary.
 
 Where the export can differ from SentencePiece (the tests measure how often):
 
@@ -57,28 +63,45 @@ from ..errors import FormatError
 from ..pipeline import Pipeline
 
 SPACE = "\u2581"
-_ALL = 2**31 - 1  # a Strip count that removes a whole run
 
 
-def is_sentencepiece_unigram(model) -> bool:
-    """Whether ``model`` is a Unigram model with SentencePiece's piece kinds (loaded or trained)."""
+def is_sentencepiece_style(tokenizer) -> bool:
+    """Whether ``tokenizer`` is one of the SentencePiece-style tokenizers converted here."""
     from ..train_subword import TrainedUnigram
     from .sentencepiece import SentencePieceUnigram
 
-    return isinstance(model, (SentencePieceUnigram, TrainedUnigram))
+    model = getattr(tokenizer.pipeline, "model", None)
+    return isinstance(model, (SentencePieceUnigram, TrainedUnigram)) or \
+        tokenizer.metadata.get("trainer") == "toksmith bpe (sentencepiece)"
 
 
-def hf_pipeline(pipeline: Pipeline) -> Pipeline:
-    """The Hugging Face pipeline equivalent to ``pipeline`` (a SentencePiece-style Unigram one)."""
+def hf_pipeline(tokenizer) -> Pipeline:
+    """The Hugging Face pipeline equivalent to ``tokenizer`` (see :func:`is_sentencepiece_style`)."""
     from ..train_subword import TrainedUnigram
 
+    pipeline = tokenizer.pipeline
     if isinstance(pipeline.model, TrainedUnigram):
         return _trained(pipeline)
+    if tokenizer.metadata.get("trainer") == "toksmith bpe (sentencepiece)":
+        return _trained_bpe(pipeline)
     return _loaded(pipeline)
 
 
 # ---------------------------------------------------------------------------------------------
-# The two kinds of tokenizer
+# The kinds of tokenizer
+
+
+def _trained_bpe(pipeline: Pipeline) -> Pipeline:
+    """SentencePiece-style BPE trained by toksmith: the special tokens become plain vocabulary
+    entries, which no merge forms, so Hugging Face never reads them from text."""
+    from .hf import HFBPE
+
+    m = pipeline.model
+    vocab = dict(m.get_vocab(), **{t.content: t.id for t in pipeline.added_tokens})
+    o = m.options
+    model = HFBPE(vocab, m.merges, unk_token=o["unk_token"], byte_fallback=o["byte_fallback"], fuse_unk=o["fuse_unk"])
+    return Pipeline(model, normalizer=pipeline.normalizer, pre_tokenizer=pipeline.pre_tokenizer,
+                    post_processor=pipeline.post_processor, decoder=pipeline.decoder, added_tokens=[])
 
 
 def _trained(pipeline: Pipeline) -> Pipeline:
@@ -141,7 +164,7 @@ def _loaded(pipeline: Pipeline) -> Pipeline:
         # remove_extra_whitespaces the tokens before the first text are lone ▁ (a ▁ written at
         # the start of the text), so all leading ▁ go, unless some piece starts with two of them.
         runs = d.remove_extra_whitespaces and not any(m.pieces[i].startswith(SPACE * 2) for i in lattice)
-        steps.append(dec.Strip(SPACE, _ALL if runs else 1, 0))
+        steps.append(dec.Strip(SPACE, dec.Strip.ALL if runs else 1, 0))
     steps.append(dec.Replace(SPACE, " "))
     assert m.types[m.unk_id] == UNKNOWN
     model = HFUnigram(_scored(m.pieces, lattice), unk_id=m.unk_id, byte_fallback=m.byte_fallback)
