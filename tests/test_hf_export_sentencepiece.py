@@ -9,6 +9,7 @@ texts are real corpora, edge strings and strings made to hit the reserved pieces
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 
@@ -42,6 +43,7 @@ def export(tok, tmp_path, name="tokenizer.json"):
     return tokenizers.Tokenizer.from_file(str(path)), path
 
 
+@functools.lru_cache(maxsize=4)
 def sample_lines(limit: int) -> list[str]:
     return [line for text in corpus_samples(limit).values() for line in text.split("\n")]
 

@@ -122,7 +122,7 @@ def _trained(pipeline: Pipeline) -> Pipeline:
 def _loaded(pipeline: Pipeline) -> Pipeline:
     """A Unigram tokenizer loaded from a SentencePiece ``.model``."""
     from .hf import HFUnigram
-    from .sentencepiece import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, _f32
+    from .sentencepiece import BYTE, CONTROL, NORMAL, USER_DEFINED, _f32
 
     m, n, d = pipeline.model, pipeline.normalizer, pipeline.decoder
     if d.denormalizer is not None:
@@ -166,7 +166,6 @@ def _loaded(pipeline: Pipeline) -> Pipeline:
         runs = d.remove_extra_whitespaces and not any(m.pieces[i].startswith(SPACE * 2) for i in lattice)
         steps.append(dec.Strip(SPACE, dec.Strip.ALL if runs else 1, 0))
     steps.append(dec.Replace(SPACE, " "))
-    assert m.types[m.unk_id] == UNKNOWN
     model = HFUnigram(_scored(m.pieces, lattice), unk_id=m.unk_id, byte_fallback=m.byte_fallback)
     return Pipeline(model, normalizer=normalizer, pre_tokenizer=blocker, decoder=dec.Sequence(steps), added_tokens=[])
 
@@ -218,8 +217,9 @@ def _reserved_blocker(pieces: list[str], reserved, lattice: dict[int, float], by
                 break
         else:
             raise FormatError(f"the piece {piece!r} (id {i}), which SentencePiece never reads from text, cannot be kept "
-                              f"from matching in Hugging Face's Unigram: every pair of its adjacent characters occurs in "
-                              f"other pieces; keep this tokenizer as a .model file")
+                              f"from matching in Hugging Face's Unigram: it is one character, or each pair of its adjacent "
+                              f"characters occurs in other pieces or is two unknown characters; keep this tokenizer as a "
+                              f".model file")
     if not groups:
         return None
     alternatives = []

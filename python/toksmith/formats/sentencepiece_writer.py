@@ -25,8 +25,9 @@ none) plus every whitespace character toksmith turns into a space; SentencePiece
 extra spaces and adds the ``▁`` dummy prefix as toksmith does. Where the two can still differ:
 NFKC of the text as a whole (Python) against SentencePiece's rules applied piece by piece
 (combining marks that NFKC reorders, e.g. Arabic shadda before a vowel sign, and characters
-newer than one of the two Unicode tables), and a user-defined symbol next to a space (toksmith
-drops that space, SentencePiece keeps a ``▁``).
+newer than one of the two Unicode tables); and for Unigram, near-ties between segmentations:
+the file stores scores in single precision and SentencePiece adds path scores in single
+precision, toksmith in double (``benchmarks/export_parity.py`` measures both).
 
 Needs the ``sentencepiece`` package (for its protobuf module and rule compiler).
 """
