@@ -5,9 +5,10 @@ Handbook and People's Daily file, and UDHR articles up to that size) is encoded 
 library reading the exported file and by the source of the export; decoding of those ids is
 compared too:
 
-- SentencePiece Unigram models (botchan, kyoto) saved as tokenizer.json: ``tokenizers`` against
-  ``sentencepiece`` on the original .model. A difference is then checked to be SentencePiece's
-  single-precision path sums: the same pieces searched in double precision give ``tokenizers``' ids.
+- the four shared SentencePiece models (BPE and Unigram) saved as tokenizer.json: ``tokenizers``
+  against ``sentencepiece`` on the original .model. A Unigram difference is then checked to be
+  SentencePiece's single-precision path sums: the same pieces searched in double precision give
+  ``tokenizers``' ids.
 - the four shared .model files written back by toksmith: ``sentencepiece`` on both files;
 - tokenizers trained by toksmith on botchan.txt and 1 MB of the Japanese handbook (Unigram, and
   SentencePiece-style BPE with byte fallback), saved as tokenizer.json and as .model: each
@@ -61,27 +62,30 @@ def report(what: str, texts: list[str], differ: int, decode_differ: int, note: s
           flush=True)
 
 
-def unigram_models_as_tokenizer_json(texts: list[str], tmp: Path) -> None:
+def models_as_tokenizer_json(texts: list[str], tmp: Path) -> None:
     import sentencepiece as spm
     import tokenizers
 
     from toksmith import models
     from toksmith.formats.sentencepiece import load_sentencepiece
 
-    for name in ("botchan_en_unigram_1000", "kyoto_ja_unigram_8000"):
+    for name in ("botchan_en_bpe_1000", "mistral-7b-v0.1", "botchan_en_unigram_1000", "kyoto_ja_unigram_8000"):
         sp = spm.SentencePieceProcessor(model_file=str(SP_DIR / f"{name}.model"))
         tok = load_sentencepiece(SP_DIR / f"{name}.model")
         tok.save(tmp / "t.json", format="hf")
         hf = tokenizers.Tokenizer.from_file(str(tmp / "t.json"))
         want = sp.encode(texts)
         got = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
-        core = tok.pipeline.model._core  # the same pieces, searched in double precision
-        double = models.Unigram(core.pieces, unk_id=core.unk_id, byte_fallback=core.byte_fallback, exclude=core.exclude)
         differ = [(t, g) for t, w, g in zip(texts, want, got) if w != g]
-        explained = sum(double.encode_words([tok.pipeline.normalizer.normalize(t)]) == g for t, g in differ)
+        note = ""
+        if "unigram" in name:
+            core = tok.pipeline.model._core  # the same pieces, searched in double precision
+            double = models.Unigram(core.pieces, unk_id=core.unk_id, byte_fallback=core.byte_fallback,
+                                    exclude=core.exclude)
+            explained = sum(double.encode_words([tok.pipeline.normalizer.normalize(t)]) == g for t, g in differ)
+            note = f"{explained} of {len(differ)} are single- vs double-precision near-ties"
         decode_differ = sum(hf.decode(w) != sp.decode(w) for w in want)
-        report(f"{name}.model as tokenizer.json: tokenizers vs sentencepiece", texts, len(differ), decode_differ,
-               f"{explained} of {len(differ)} are single- vs double-precision near-ties")
+        report(f"{name}.model as tokenizer.json: tokenizers vs sentencepiece", texts, len(differ), decode_differ, note)
 
 
 def models_written_back(texts: list[str], tmp: Path) -> None:
@@ -149,7 +153,7 @@ def main() -> None:
     print("| export | texts | characters | identical ids (differ) | decode differs | note |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="toksmith-parity-") as tmp:
-        unigram_models_as_tokenizer_json(texts, Path(tmp))
+        models_as_tokenizer_json(texts, Path(tmp))
         models_written_back(texts, Path(tmp))
         trained(texts, Path(tmp))
     print(f"\n{time.perf_counter() - start:.0f} s")

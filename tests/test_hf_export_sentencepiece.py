@@ -1,7 +1,7 @@
 """save(format="hf") for SentencePiece-style tokenizers, checked with `tokenizers`.
 
-A Unigram tokenizer loaded from a SentencePiece .model must encode in `tokenizers` as the
-`sentencepiece` library does, and one trained by toksmith (Unigram, or SentencePiece-style BPE)
+A tokenizer loaded from a SentencePiece .model (BPE or Unigram) must encode in `tokenizers` as
+the `sentencepiece` library does, and one trained by toksmith (Unigram, or SentencePiece-style BPE)
 as toksmith does (special strings as plain text: SentencePiece never reads control, unknown or
 byte pieces from text). Every expected id comes from the reference libraries at test time; the
 texts are real corpora, edge strings and strings made to hit the reserved pieces.
@@ -17,7 +17,7 @@ import pytest
 
 from conftest import data_path
 from test_hf_support import EDGE_STRINGS, read_text
-from test_sentencepiece_parity import EDGE, corpus_samples, f32_viterbi, model_path
+from test_sentencepiece_parity import EDGE, MODELS, corpus_samples, f32_viterbi, model_path
 
 import toksmith
 from toksmith.errors import FormatError
@@ -51,7 +51,7 @@ def sample_lines(limit: int) -> list[str]:
 # ------------------------------------------------------------------ SentencePiece models
 
 
-@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000"])
+@pytest.mark.parametrize("name", MODELS)
 def test_sentencepiece_model_encodes_as_sentencepiece(name, tmp_path):
     sp = spm.SentencePieceProcessor(model_file=str(model_path(name)))
     tok = load_sentencepiece(model_path(name))
@@ -65,7 +65,8 @@ def test_sentencepiece_model_encodes_as_sentencepiece(name, tmp_path):
         if w != g:
             differ.append(text)
             # Allowed only where SentencePiece's single-precision path sums decide between two
-            # segmentations that double precision (Hugging Face's) orders the other way.
+            # Unigram segmentations that double precision (Hugging Face's) orders the other way.
+            assert "unigram" in name, text
             normalized = tok.pipeline.normalizer.normalize(text)
             model = tok.pipeline.model
             assert f32_viterbi(model, normalized) == w, text
@@ -178,3 +179,14 @@ def test_scores_are_spelled_so_tokenizers_reads_them_exactly():
     theirs = read_back_by_tokenizers(spellings)
     exact = sum(a == b for a, b in zip(theirs, values))
     assert exact >= len(values) * 0.995  # the rest cannot be spelled so (see hf_float_text)
+
+
+def test_bpe_model_with_user_defined_pieces_is_refused(tmp_path):
+    from toksmith.formats.sentencepiece import USER_DEFINED, read_model_proto, sentencepiece_from_proto
+
+    proto = read_model_proto(model_path("botchan_en_bpe_1000").read_bytes())
+    proto.pieces[-1].type = USER_DEFINED
+    tok = sentencepiece_from_proto(proto)
+    with pytest.raises(FormatError, match="user-defined pieces"):
+        tok.save(tmp_path / "t.json", format="hf")
+    assert not (tmp_path / "t.json").exists()

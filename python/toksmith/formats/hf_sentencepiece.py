@@ -1,7 +1,8 @@
 """SentencePiece-style tokenizers as Hugging Face pipelines (for ``save(format="hf")``).
 
-Three kinds of tokenizer are converted: a Unigram tokenizer loaded from a SentencePiece
-``.model`` (:class:`~toksmith.formats.sentencepiece.SentencePieceUnigram`), one trained by
+Four kinds of tokenizer are converted: a Unigram or BPE tokenizer loaded from a SentencePiece
+``.model`` (:class:`~toksmith.formats.sentencepiece.SentencePieceUnigram`,
+:class:`~toksmith.formats.sentencepiece.SentencePieceBPE`), a Unigram tokenizer trained by
 toksmith (:class:`~toksmith.train_subword.TrainedUnigram`), and SentencePiece-style BPE trained by
 toksmith (``level="char", pattern="metaspace"``). The result is a pipeline made only of components
 that Hugging Face has, so :func:`toksmith.formats.hf.to_hf_dict` writes it as it is. All three
@@ -37,7 +38,10 @@ What has to be mapped for Unigram, and how:
 Trained tokenizers keep their own normalizer, Metaspace pre-tokenizer and decoder (they are
 Hugging Face components already); only the reserved pieces are handled as above. BPE needs no
 blocking: a merge list never forms a piece it has no merge for, so the reserved pieces only move
-from the added tokens into the model's vocabulary.
+from the added tokens into the model's vocabulary. A BPE ``.model`` becomes Hugging Face's BPE
+over the whole normalized text with the merges toksmith's loader derives from the scores (every
+split of every piece, ranked by the piece's score) and the normalizer and decoder above; models
+with unused or user-defined pieces are refused.
 
 Where the export can differ from SentencePiece (the tests measure how often):
 
@@ -68,22 +72,25 @@ SPACE = "\u2581"
 def is_sentencepiece_style(tokenizer) -> bool:
     """Whether ``tokenizer`` is one of the SentencePiece-style tokenizers converted here."""
     from ..train_subword import TrainedUnigram
-    from .sentencepiece import SentencePieceUnigram
+    from .sentencepiece import SentencePieceBPE, SentencePieceUnigram
 
     model = getattr(tokenizer.pipeline, "model", None)
-    return isinstance(model, (SentencePieceUnigram, TrainedUnigram)) or \
+    return isinstance(model, (SentencePieceUnigram, SentencePieceBPE, TrainedUnigram)) or \
         tokenizer.metadata.get("trainer") == "toksmith bpe (sentencepiece)"
 
 
 def hf_pipeline(tokenizer) -> Pipeline:
     """The Hugging Face pipeline equivalent to ``tokenizer`` (see :func:`is_sentencepiece_style`)."""
     from ..train_subword import TrainedUnigram
+    from .sentencepiece import SentencePieceBPE
 
     pipeline = tokenizer.pipeline
     if isinstance(pipeline.model, TrainedUnigram):
         return _trained(pipeline)
     if tokenizer.metadata.get("trainer") == "toksmith bpe (sentencepiece)":
         return _trained_bpe(pipeline)
+    if isinstance(pipeline.model, SentencePieceBPE):
+        return _loaded_bpe(pipeline)
     return _loaded(pipeline)
 
 
@@ -122,7 +129,7 @@ def _trained(pipeline: Pipeline) -> Pipeline:
 def _loaded(pipeline: Pipeline) -> Pipeline:
     """A Unigram tokenizer loaded from a SentencePiece ``.model``."""
     from .hf import HFUnigram
-    from .sentencepiece import BYTE, CONTROL, NORMAL, USER_DEFINED, _f32
+    from .sentencepiece import NORMAL, USER_DEFINED, _f32
 
     m, n, d = pipeline.model, pipeline.normalizer, pipeline.decoder
     if d.denormalizer is not None:
@@ -148,6 +155,35 @@ def _loaded(pipeline: Pipeline) -> Pipeline:
                 raise FormatError(f"the user-defined piece {piece!r} would be changed by the normalizer in Hugging Face "
                                   f"(SentencePiece leaves user-defined pieces as written); keep it as a .model file")
     blocker = _reserved_blocker(m.pieces, reserved, lattice, m.byte_fallback)
+    model = HFUnigram(_scored(m.pieces, lattice), unk_id=m.unk_id, byte_fallback=m.byte_fallback)
+    return Pipeline(model, normalizer=normalizer, pre_tokenizer=blocker, decoder=_decoder(m, d, lattice),
+                    added_tokens=[])
+
+
+def _loaded_bpe(pipeline: Pipeline) -> Pipeline:
+    """A BPE tokenizer loaded from a SentencePiece ``.model``: Hugging Face's BPE over the whole
+    normalized text with the merges the loader derived from the scores (every split of every
+    piece, ranked by its score), which toksmith runs too. A merge list never forms the reserved
+    pieces, so nothing needs blocking."""
+    from .hf import HFBPE
+    from .sentencepiece import NORMAL, USER_DEFINED
+
+    m, d = pipeline.model, pipeline.decoder
+    if m._core is None or m.user_defined:
+        raise FormatError("this SentencePiece BPE model has unused or user-defined pieces, or byte fallback with missing "
+                          "byte pieces, which Hugging Face's BPE does not reproduce; keep it as a .model file")
+    if d.denormalizer is not None:
+        raise FormatError("this SentencePiece model has a denormalizer (a character map applied after decoding), "
+                          "which Hugging Face decoders cannot express; keep it as a .model file")
+    lattice = {i: s for i, (s, t) in enumerate(zip(m.scores, m.types)) if t in (NORMAL, USER_DEFINED)}
+    model = HFBPE(m.get_vocab(), m.merges, unk_token=m.pieces[m.unk_id], byte_fallback=m.byte_fallback, fuse_unk=True)
+    return Pipeline(model, normalizer=_normalizer(pipeline.normalizer), decoder=_decoder(m, d, lattice),
+                    added_tokens=[])
+
+
+def _decoder(m, d, lattice: dict[int, float]):
+    """SentencePiece's decoding of a loaded model (``m``, its decoder ``d``) as Hugging Face decoders."""
+    from .sentencepiece import BYTE, CONTROL
 
     steps = []
     controls = [p for p, t in zip(m.pieces, m.types) if t == CONTROL]
@@ -166,8 +202,7 @@ def _loaded(pipeline: Pipeline) -> Pipeline:
         runs = d.remove_extra_whitespaces and not any(m.pieces[i].startswith(SPACE * 2) for i in lattice)
         steps.append(dec.Strip(SPACE, dec.Strip.ALL if runs else 1, 0))
     steps.append(dec.Replace(SPACE, " "))
-    model = HFUnigram(_scored(m.pieces, lattice), unk_id=m.unk_id, byte_fallback=m.byte_fallback)
-    return Pipeline(model, normalizer=normalizer, pre_tokenizer=blocker, decoder=dec.Sequence(steps), added_tokens=[])
+    return dec.Sequence(steps)
 
 
 def _normalizer(n) -> norm.Normalizer:
