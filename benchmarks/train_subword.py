@@ -22,6 +22,9 @@ tokenizer encoding it line by line with its own library:
     .venv/bin/python benchmarks/train_subword.py                   # all four
     .venv/bin/python benchmarks/train_subword.py --only unigram botchan
     .venv/bin/python benchmarks/train_subword.py --mb 100          # a larger English sample
+
+``benchmarks/train.py --algorithm unigram`` runs unigram, botchan and ja; ``--algorithm
+wordpiece`` runs wordpiece.
 """
 
 from __future__ import annotations
@@ -284,16 +287,21 @@ def main() -> None:
         print(json.dumps(figures))
         return
 
+    run(args.only, args.mb)
+
+
+def run(only: list[str], mb: float) -> None:
+    """Runs the benchmarks named in ``only`` (of BENCHES) on ``mb`` MB of English."""
     with tempfile.TemporaryDirectory(prefix="toksmith-bench-subword-") as tmp:
         tmp = Path(tmp)
-        if "unigram" in args.only:
-            bench_unigram(tmp, args.mb)
-        if "botchan" in args.only:
+        if "unigram" in only:
+            bench_unigram(tmp, mb)
+        if "botchan" in only:
             bench_botchan(tmp)
-        if "ja" in args.only:
+        if "ja" in only:
             bench_ja(tmp)
-        if "wordpiece" in args.only:
-            bench_wordpiece(tmp, args.mb)
+        if "wordpiece" in only:
+            bench_wordpiece(tmp, mb)
 
 
 if __name__ == "__main__":

@@ -147,3 +147,12 @@ def test_transformers_fast_tokenizer_reads_exports_identically(tmp_path):
         ids = tok.encode(text, allowed_special="all", add_special_tokens=False)
         assert fast.encode(text, add_special_tokens=False) == ids, name
         assert fast.decode(ids) == tok.decode(ids), name
+
+
+@pytest.mark.parametrize("options", [{}, {"criterion": "likelihood", "lowercase": False}],
+                         ids=lambda o: ",".join(o) or "default")
+def test_trained_wordpiece(options, training_text, texts, tmp_path):
+    """WordPiece trained by toksmith (BERT normalizer and pre-tokenizer, [CLS] ... [SEP])."""
+    tok = toksmith.train(training_text, algorithm="wordpiece", vocab_size=3000, **options)
+    ref, _ = exported(tok, tmp_path)
+    same_behaviour(tok, ref, texts)

@@ -66,13 +66,17 @@ def compare(sp, tok, texts):
     return bad
 
 
-def f32_viterbi(model, normalized):
+def f32_viterbi(model, normalized, *, single_precision=True):
     """SentencePiece's Unigram search with its f32 path sums, in plain Python: decides whether
-    a difference is only such a near-tie (slow; used on the few texts that differ)."""
+    a difference is only such a near-tie (slow; used on the few texts that differ).
+    ``single_precision=False``: the same search in double precision, as Hugging Face adds."""
     import struct
 
     def f32(x):
         return struct.unpack("<f", struct.pack("<f", x))[0]
+
+    def add(a, b):
+        return f32(a + b) if single_precision else a + b
 
     pieces = {}
     normal = [s for s, t in zip(model.scores, model.types) if t == 1]
@@ -82,7 +86,7 @@ def f32_viterbi(model, normalized):
             pieces[p] = (i, s)
         elif t == 4:
             pieces[p] = (i, f32(f32(len(p.encode()) * max_score) - 0.1))
-    unk_score = f32(f32(min(normal)) - f32(10.0))
+    unk_score = f32(f32(min(normal)) - f32(10.0)) if single_precision else min(normal) - 10.0
     n = len(normalized)
     best = [None] * (n + 1)
     best[0] = (0.0, 0, None)
@@ -92,11 +96,11 @@ def f32_viterbi(model, normalized):
             hit = pieces.get(normalized[start:end])
             if hit:
                 single |= end == start + 1
-                s = f32(base + hit[1])
+                s = add(base, hit[1])
                 if best[end] is None or s > best[end][0]:
                     best[end] = (s, start, hit[0])
         if not single:
-            s = f32(base + unk_score)
+            s = add(base, unk_score)
             if best[start + 1] is None or s > best[start + 1][0]:
                 best[start + 1] = (s, start, model.unk_id)
     out, end = [], n

@@ -148,7 +148,10 @@ class Fuse(Decoder):
 
 
 class Strip(Decoder):
-    """Removes up to ``start`` leading and ``stop`` trailing ``content`` characters of each token."""
+    """Removes up to ``start`` leading and ``stop`` trailing ``content`` characters of each token
+    (``Strip.ALL``: a whole run)."""
+
+    ALL = 2**31 - 1
 
     def __init__(self, content: str, start: int, stop: int) -> None:
         if len(content) != 1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import weakref
 from collections.abc import Iterable
 
@@ -320,13 +321,9 @@ def train_unigram(
         if (nfkc is not None and nfkc.normalize(symbol) != symbol) or _WS_RUN.search(symbol) or META in symbol:
             raise TrainingError(f"the user-defined symbol {symbol!r} holds whitespace or ▁, or changes under "
                                 f"{normalization} normalization; pick a symbol without them")
-    counter = _core.RawWordCounter("whitespace", users, not add_dummy_prefix, num_threads)
-    _count_raw_words(counter, source, text_field=text_field, max_chars_per_doc=max_chars_per_doc,
-                     show_progress=show_progress)
-    raw, firsts = counter.take()
-    words = metaspace_words(raw, firsts, nfkc.normalize if nfkc else None)
-    if not words:
-        raise TrainingError("the training data has no words; check the source (and text_field for JSON Lines)")
+    words = _count_metaspace_words(source, users, nfkc, add_dummy_prefix, text_field=text_field,
+                                   max_chars_per_doc=max_chars_per_doc, num_threads=num_threads,
+                                   show_progress=show_progress)
     chars = set().union(*words)
     trainer = _core.UnigramTrainer(
         sorted(words.items()), script_classes(chars) if split_by_unicode_script else [],
@@ -366,6 +363,18 @@ def run_em(trainer, num_sub_iterations: int, show_progress: bool = False) -> lis
     finally:
         bar.close()
     return history
+
+
+def _count_metaspace_words(source, cut: list[str], nfkc, add_dummy_prefix: bool, **reading) -> dict[str, int]:
+    """Counts of the Metaspace words of ``source`` (normalized with ``nfkc`` if given), the
+    ``cut`` strings taken out of the text; TrainingError when there are none."""
+    counter = _core.RawWordCounter("whitespace", cut, not add_dummy_prefix, reading.pop("num_threads"))
+    _count_raw_words(counter, source, **reading)
+    raw, firsts = counter.take()
+    words = metaspace_words(raw, firsts, nfkc.normalize if nfkc else None)
+    if not words:
+        raise TrainingError("the training data has no words; check the source (and text_field for JSON Lines)")
+    return words
 
 
 def metaspace_words(raw: Iterable[tuple[str, int]], firsts: Iterable[tuple[str, int]] = (), normalize=None) -> dict[str, int]:
@@ -461,11 +470,19 @@ class TrainedUnigram(models.Unigram):
         self.user_defined = user_defined
 
 
-def unigram_normalizer(normalization: str | None = "nfkc"):
-    """NFKC (optional), whitespace runs to one space, stripped: SentencePiece's
-    ``remove_extra_whitespaces`` with the Unicode normalization of this toolkit."""
+def sentencepiece_normalizer(normalization: str | None = "nfkc", add_dummy_prefix: bool = True):
+    """SentencePiece's text handling with the Unicode normalization of this toolkit: NFKC
+    (optional), whitespace runs to one space, stripped (``remove_extra_whitespaces``), the ``▁``
+    dummy prefix on non-empty text, spaces as ``▁``, and trailing ``▁`` dropped (SentencePiece
+    drops them once spaces are ``▁``, so a ``▁`` written at the end of the text goes too).
+
+    >>> sentencepiece_normalizer().normalize("  ﬁne\tday ▁")
+    '▁fine▁day'
+    """
     steps = [normalizers.UnicodeForm("NFKC")] if normalization == "nfkc" else []
     steps += [normalizers.Replace(_WS_CLASS, " ", is_regex=True), normalizers.Strip()]
+    steps += [normalizers.Prepend(META)] if add_dummy_prefix else []
+    steps += [normalizers.Replace(" ", META), normalizers.Replace(f"{META}+\\z", "", is_regex=True)]
     return normalizers.Sequence(steps)
 
 
@@ -483,17 +500,116 @@ def unigram_tokenizer(pieces, *, unk: str = "<unk>", control_symbols=(), user_de
                            user_defined=range(1 + len(controls), first_byte))
     # User-defined symbols are pieces of the lattice that always win (not cut out of the text
     # first), so that the spaces around them are handled as SentencePiece does.
+    meta = dict(metadata or {}, user_defined_symbols=users)
+    return _sentencepiece_style(model, unk=unk, control_symbols=controls, byte_fallback=byte_fallback,
+                                add_dummy_prefix=add_dummy_prefix, normalization=normalization, metadata=meta)
+
+
+def _sentencepiece_style(model, *, unk, control_symbols, byte_fallback, add_dummy_prefix, normalization,
+                         metadata) -> Tokenizer:
+    """The pipeline of toksmith's SentencePiece-style tokenizers around ``model`` (ids: unk 0,
+    then the control symbols): normalizer, Metaspace words, decoder; unk and controls special."""
+    controls = list(control_symbols)
     added = [AddedToken(unk, 0, special=True)]
     added += [AddedToken(s, 1 + i, special=True) for i, s in enumerate(controls)]
-    scheme = "always" if add_dummy_prefix else "never"
-    steps = [decoders.Metaspace(META, scheme)] + ([decoders.ByteFallback()] if byte_fallback else []) + [decoders.Fuse()]
-    pipeline = Pipeline(model, normalizer=unigram_normalizer(normalization),
-                        pre_tokenizer=pre_tokenizers.Metaspace(META, scheme), decoder=decoders.Sequence(steps),
+    # SentencePiece's decoding: the leading ▁ go (dummy prefix, or a ▁ written at the start of
+    # the text), the others become spaces.
+    steps = [decoders.ByteFallback()] if byte_fallback else []
+    steps += [decoders.Fuse(), decoders.Strip(META, decoders.Strip.ALL, 0), decoders.Replace(META, " ")]
+    # The normalizer adds the dummy prefix (Metaspace would not before a ▁ written in the text);
+    # Metaspace splits the words.
+    pipeline = Pipeline(model, normalizer=sentencepiece_normalizer(normalization, add_dummy_prefix),
+                        pre_tokenizer=pre_tokenizers.Metaspace(META, "never"), decoder=decoders.Sequence(steps),
                         added_tokens=added)
-    meta = dict(metadata or {})
-    meta.update(unk=unk, control_symbols=controls, user_defined_symbols=users, byte_fallback=byte_fallback,
-                add_dummy_prefix=add_dummy_prefix, normalization=normalization)
+    meta = dict(metadata)
+    meta.update(unk=unk, control_symbols=controls, byte_fallback=byte_fallback, add_dummy_prefix=add_dummy_prefix,
+                normalization=normalization)
     return Tokenizer.from_pipeline(pipeline, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# SentencePiece-style BPE
+
+
+def train_sentencepiece_bpe(
+    source,
+    *,
+    vocab_size: int,
+    byte_fallback: bool = False,
+    normalization: str | None = "nfkc",
+    add_dummy_prefix: bool = True,
+    control_symbols: Iterable[str] = ("<s>", "</s>"),
+    unk: str = "<unk>",
+    min_frequency: int = 2,
+    max_piece_length: int | None = 16,
+    limit_alphabet: int | None = None,
+    text_field: str = "text",
+    max_chars_per_doc: int | None = None,
+    num_threads: int | None = None,
+    show_progress: bool = False,
+) -> Tokenizer:
+    """Trains a BPE tokenizer the way SentencePiece's BPE works (``toksmith.train(...,
+    level="char", pattern="metaspace")``): the text is normalized as for Unigram (NFKC or none,
+    whitespace runs to one space, stripped), words start with ``▁``, merges join characters
+    within words (most frequent pair first, toksmith's tie rule) and never cross them.
+
+    Ids: ``unk`` (0), ``control_symbols`` (special tokens), the 256 byte pieces with
+    ``byte_fallback`` (characters outside the alphabet become their UTF-8 bytes instead of
+    ``unk``), the alphabet (the ``limit_alphabet`` most frequent characters, or all), then the
+    merged pieces in merge order. ``max_piece_length`` counts characters. The unknown, control
+    and byte piece names are never learned (they are cut out of the training text).
+    ``save(path, format="sentencepiece")`` writes a ``.model`` the ``sentencepiece`` library
+    encodes identically (see :mod:`toksmith.formats.sentencepiece_writer`).
+    """
+    from .trainers import learn
+
+    if normalization not in ("nfkc", None):
+        raise TrainingError(f"normalization must be 'nfkc' or None, not {normalization!r}")
+    controls = _check_strings("control_symbols", control_symbols)
+    if not isinstance(unk, str) or not unk or unk in controls:
+        raise TrainingError(f"unk must be a non-empty string other than the control symbols, not {unk!r}")
+    byte_pieces = [f"<0x{b:02X}>" for b in range(256)] if byte_fallback else []
+    reserved = [unk, *controls, *byte_pieces]
+    if len(set(reserved)) != len(reserved):
+        raise TrainingError("a control symbol has the name of a byte piece (<0x00>..<0xFF>); rename it")
+    _check_int("vocab_size", vocab_size, 1)
+    _check_int("min_frequency", min_frequency, 1)
+    if max_piece_length is not None:
+        _check_int("max_piece_length", max_piece_length, 2)
+    if limit_alphabet is not None:
+        _check_int("limit_alphabet", limit_alphabet, 1)
+
+    nfkc = normalizers.UnicodeForm("NFKC") if normalization == "nfkc" else None
+    words = _count_metaspace_words(source, reserved, nfkc, add_dummy_prefix, text_field=text_field,
+                                   max_chars_per_doc=max_chars_per_doc, num_threads=num_threads,
+                                   show_progress=show_progress)
+    with tempfile.TemporaryDirectory(prefix="toksmith-words-") as folder:
+        # The BPE trainer reads (chunk, count) tables from files: the words are the chunks.
+        path = os.path.join(folder, "words.tsv")
+        with open(path, "w", encoding="utf-8") as f:
+            for word, n in words.items():
+                f.write(word.replace("\\", "\\\\") + f"\t{n}\n")  # words hold no whitespace
+        trainer = _core.BpeTrainer(".+", [], num_threads, None, os.path.join(folder, "spill"))
+        trainer.add_counts_file(path)
+        alphabet = trainer.start("char", min_frequency, max_piece_length, limit_alphabet, "")
+    first_piece = len(reserved) + len(alphabet)
+    if vocab_size < first_piece:
+        raise TrainingError(f"vocab_size={vocab_size} is too small for the {len(alphabet)} characters of the alphabet "
+                            f"plus {len(reserved)} reserved ids; raise it or set limit_alphabet")
+    merges = learn(trainer, vocab_size - first_piece, show_progress)
+    strings = list(alphabet)  # the trainer's ids -> piece strings
+    for left, right in merges:
+        strings.append(strings[left] + strings[right])
+    vocab = {unk: 0}
+    for piece in [*byte_pieces, *strings]:
+        vocab.setdefault(piece, len(vocab) + len(controls))  # a merge that respells a piece reuses its id
+    model = models.BPE(vocab, [(strings[a], strings[b]) for a, b in merges], unk_token=unk, byte_fallback=byte_fallback,
+                       fuse_unk=True)  # SentencePiece reports a run of unknown characters as one
+    settings = dict(vocab_size=vocab_size, min_frequency=min_frequency, max_piece_length=max_piece_length,
+                    limit_alphabet=limit_alphabet, alphabet_size=len(alphabet))
+    return _sentencepiece_style(model, unk=unk, control_symbols=controls, byte_fallback=byte_fallback,
+                                add_dummy_prefix=add_dummy_prefix, normalization=normalization,
+                                metadata={"trainer": "toksmith bpe (sentencepiece)", **settings})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,5 +716,5 @@ def unigram_sample(tokenizer: Tokenizer, text: str, *, alpha: float = 0.1, nbest
     return _post(tokenizer, ids, add_special_tokens)
 
 
-__all__ = ["train_subword", "train_wordpiece", "train_unigram", "unigram_nbest", "unigram_sample", "unigram_tokenizer",
-           "WORDPIECE_SPECIALS"]
+__all__ = ["train_subword", "train_wordpiece", "train_unigram", "train_sentencepiece_bpe", "unigram_nbest",
+           "unigram_sample", "unigram_tokenizer", "WORDPIECE_SPECIALS"]

@@ -89,7 +89,11 @@ def train(
     - ``level="char"``: classic character-level BPE: merges start from characters (the
       ``limit_alphabet`` most frequent ones; the last character of a chunk carries
       ``end_of_word_suffix``, e.g. ``"</w>"``). Characters outside the alphabet become ``<unk>``,
-      or their bytes ``<0x00>``..``<0xFF>`` with ``byte_fallback=True``.
+      or their bytes ``<0x00>``..``<0xFF>`` with ``byte_fallback=True``. With ``pattern="metaspace"``:
+      SentencePiece-style BPE instead (NFKC, ``▁`` words, ``<unk>`` and ``special_tokens``
+      (default ``<s>``, ``</s>``) first; options ``normalization=``, ``add_dummy_prefix=``), which
+      ``save(format="sentencepiece")`` writes as a ``.model`` (see
+      :func:`toksmith.train_subword.train_sentencepiece_bpe`).
 
     ``algorithm="wordpiece"`` and ``"unigram"`` train those models (see
     :mod:`toksmith.train_subword` for their options, e.g. ``criterion=``, ``character_coverage=``).
@@ -106,6 +110,14 @@ def train(
                              max_token_length=max_token_length, num_threads=num_threads,
                              max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                              show_progress=show_progress, **subword_options)
+    if level == "char" and pattern == "metaspace":
+        return _train_sentencepiece_bpe(source, algorithm=algorithm, vocab_size=vocab_size, special_tokens=special_tokens,
+                                        special_tokens_position=special_tokens_position, min_frequency=min_frequency,
+                                        max_token_length=max_token_length, num_threads=num_threads,
+                                        max_memory=max_memory, max_chars_per_doc=max_chars_per_doc,
+                                        text_field=text_field, from_counts=from_counts, show_progress=show_progress,
+                                        end_of_word_suffix=end_of_word_suffix, limit_alphabet=limit_alphabet,
+                                        byte_fallback=byte_fallback, **subword_options)
     if subword_options:
         raise TrainingError(f"unknown options for algorithm={algorithm!r}: {sorted(subword_options)}")
     if level not in ("byte", "char"):
@@ -174,6 +186,29 @@ def train(
     settings.update(algorithm="superbpe", transition=transition, stage1_pattern=regex,
                     max_words_per_token=max_words_per_token, forbidden_patterns=list(forbidden_patterns))
     return _assemble(merges, stage2_regex, stage2_name, specials, special_tokens_position, settings)
+
+
+def _train_sentencepiece_bpe(source, *, algorithm, vocab_size, special_tokens, special_tokens_position, min_frequency,
+                             max_token_length, num_threads, max_memory, max_chars_per_doc, text_field, from_counts,
+                             show_progress, end_of_word_suffix, limit_alphabet, byte_fallback, **options) -> Tokenizer:
+    """``level="char", pattern="metaspace"``: SentencePiece-style BPE (see
+    :func:`toksmith.train_subword.train_sentencepiece_bpe`), with the options that apply to it."""
+    from .train_subword import train_sentencepiece_bpe
+
+    unknown = set(options) - {"normalization", "add_dummy_prefix", "unk"}
+    if unknown:
+        raise TrainingError(f"unknown options for SentencePiece-style BPE: {sorted(unknown)} (it takes normalization=, "
+                            f"add_dummy_prefix= and unk=)")
+    if algorithm != "bpe" or end_of_word_suffix or from_counts or max_memory is not None or special_tokens_position != "first":
+        raise TrainingError("pattern='metaspace' (SentencePiece-style BPE) works with algorithm='bpe' and without "
+                            "end_of_word_suffix, from_counts, max_memory and special_tokens_position='last': words "
+                            "start with ▁, and the unknown token and special tokens take the first ids")
+    controls = list(special_tokens)
+    return train_sentencepiece_bpe(source, vocab_size=vocab_size, byte_fallback=byte_fallback,
+                                   control_symbols=controls or ("<s>", "</s>"), min_frequency=min_frequency,
+                                   max_piece_length=max_token_length, limit_alphabet=limit_alphabet,
+                                   text_field=text_field, max_chars_per_doc=max_chars_per_doc,
+                                   num_threads=num_threads, show_progress=show_progress, **options)
 
 
 def count_words_in_token(token: bytes) -> int:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import base64
 import json
 import lzma
+import math
 import os
+from fractions import Fraction
 from pathlib import Path
 
 from .. import decoders as dec
@@ -28,6 +30,7 @@ from ..errors import EncodeError, FormatError
 from ..models import BPE, Unigram, WordLevel, WordPiece, _VocabModel
 from ..pipeline import AddedToken, Pipeline
 from ..tokenizer import Tokenizer
+from .hf_sentencepiece import hf_pipeline, is_sentencepiece_style
 
 _REQUIRED = object()
 _MAX_ID = 2**28  # ids must stay below this (the Rust core's limit)
@@ -163,16 +166,90 @@ def _read_bytes(path: Path) -> bytes:
 
 def read_json(path: Path):
     """Parses a JSON file (xz-compressed if it ends in .xz); repeated keys are kept track of, so
-    that :func:`from_hf_dict` reports them. Raises FormatError for unreadable or invalid files."""
+    that :func:`from_hf_dict` reports them, and numbers are read as ``tokenizers`` reads them
+    (:func:`serde_float`). Raises FormatError for unreadable or invalid files."""
     path = Path(path)
     raw = _read_bytes(path)
     try:
-        return json.loads(raw.decode("utf-8"), object_pairs_hook=_object_pairs)
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_object_pairs, parse_float=serde_float)
     except UnicodeDecodeError as e:
         raise FormatError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it a tokenizer.json?") from None
     except json.JSONDecodeError as e:
         raise FormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
                           f"the file may be truncated or corrupted") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers as tokenizers reads them
+
+_U64_MAX = 2**64 - 1
+_POW10 = [float(f"1e{k}") for k in range(309)]
+
+
+def serde_float(text: str) -> float:
+    """The double that serde_json, the JSON reader of ``tokenizers`` (built without its
+    ``float_roundtrip`` feature), makes of a JSON number: the digits as a 64-bit integer (further
+    fraction digits ignored), rounded to a double, then multiplied or divided by a power of ten,
+    rounding a second time. For 16 or 17 significant digits that is sometimes one unit in the last
+    place away from the correctly rounded value, which decides exact ties between Unigram paths.
+
+    >>> serde_float("-3.3334579467773438") == -3.3334579467773438, serde_float("0.5")
+    (False, 0.5)
+    """
+    negative = text.startswith("-")
+    mantissa, _, exp_text = text.lstrip("-").lower().partition("e")
+    int_digits, _, frac_digits = mantissa.partition(".")
+    significand, exponent, full = 0, int(exp_text) if exp_text else 0, False
+    for c in int_digits:
+        full = full or significand * 10 + int(c) > _U64_MAX
+        if full:  # integer digits past 64 bits only scale the number
+            exponent += 1
+        else:
+            significand = significand * 10 + int(c)
+    for c in frac_digits:
+        if significand * 10 + int(c) > _U64_MAX:
+            break  # fraction digits past 64 bits are dropped
+        significand, exponent = significand * 10 + int(c), exponent - 1
+    value = float(significand)
+    while value and exponent < -308:
+        value, exponent = value / 1e308, exponent + 308
+    if exponent >= 0:
+        value = value * _POW10[exponent] if exponent <= 308 else math.inf
+    else:
+        value = value / _POW10[-exponent] if -exponent <= 308 else value
+    return -value if negative else value
+
+
+def hf_float_text(value: float) -> str:
+    """A JSON spelling of ``value`` that reads back as exactly ``value`` both in Python and in
+    ``tokenizers`` (:func:`serde_float`): Python's shortest spelling when serde_json reads it right
+    (most numbers), else one with more digits found near it. A few doubles cannot be spelled so
+    (about one in 500 of 17-digit ones); they keep the shortest spelling and land one unit in the
+    last place away in ``tokenizers``."""
+    text = repr(value)
+    if not math.isfinite(value) or serde_float(text) == value:
+        return text
+    exact = Fraction(value)
+    for digits in range(15, 21):  # fraction digits
+        center = round(exact * 10**digits)
+        for step in range(200):
+            for significand in (center + step, center - step):
+                body = str(abs(significand)).rjust(digits + 1, "0")
+                candidate = f"{'-' if significand < 0 else ''}{body[:-digits]}.{body[-digits:]}"
+                if float(candidate) == value and serde_float(candidate) == value:
+                    return candidate
+    return text
+
+
+def _json_text(obj) -> str:
+    """Compact JSON of ``obj`` with every float spelled by :func:`hf_float_text`."""
+    if isinstance(obj, float):
+        return hf_float_text(obj)
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{_json_text(k)}:{_json_text(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ",".join(map(_json_text, obj)) + "]"
+    return json.dumps(obj, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -756,8 +833,7 @@ def _model_dict(model) -> dict:
     if isinstance(model, WordLevel):
         return {"type": "WordLevel", "vocab": dict(sorted(model.get_vocab().items(), key=lambda kv: kv[1])),
                 "unk_token": model.unk_token}
-    raise FormatError(f"the model {type(model).__name__} cannot be written as a Hugging Face model "
-                      f"(a SentencePiece Unigram model would match its control pieces in text there)")
+    raise FormatError(f"the model {type(model).__name__} cannot be written as a Hugging Face model")
 
 
 def _added_dict(t: AddedToken) -> dict:
@@ -796,6 +872,8 @@ def _byte_level_dict(tokenizer: Tokenizer) -> dict:
 def to_hf_dict(tokenizer: Tokenizer) -> dict:
     """The ``tokenizer.json`` content of ``tokenizer`` (see :func:`save_hf`)."""
     p = tokenizer.pipeline
+    if p is not None and is_sentencepiece_style(tokenizer):
+        p = hf_pipeline(tokenizer)  # the same tokenizer in Hugging Face's components
     if p is None:
         d = _byte_level_dict(tokenizer)
     else:
@@ -821,7 +899,7 @@ def to_hf_dict(tokenizer: Tokenizer) -> dict:
     # Hugging Face numbers the added tokens itself: check it would keep these ids.
     model = d["model"]
     _added_tokens(_Reader("the exported tokenizer"), d["added_tokens"],
-                  WordLevel({t: i for i, t in enumerate(model["vocab"])} if isinstance(model["vocab"], list) else model["vocab"]))
+                  WordLevel({t[0]: i for i, t in enumerate(model["vocab"])} if isinstance(model["vocab"], list) else model["vocab"]))
     return d
 
 
@@ -835,7 +913,11 @@ def save_hf(tokenizer: Tokenizer, path: str | os.PathLike) -> None:
     """
     from .._io import write_atomic
 
-    data = json.dumps(to_hf_dict(tokenizer), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    d = to_hf_dict(tokenizer)
+    if d["model"]["type"] == "Unigram":  # scores spelled so that tokenizers reads them exactly
+        data = _json_text(d).encode("utf-8")
+    else:
+        data = json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if os.fspath(path).endswith(".xz"):
         data = lzma.compress(data)
     write_atomic(path, data)

@@ -513,6 +513,8 @@ def sentencepiece_from_proto(proto, *, source: str = "<ModelProto>") -> Tokenize
         "model_type": "bpe" if model_type == _BPE else "unigram",
         "normalizer": norm.name if isinstance(norm.name, str) else repr(norm.name),
         "byte_fallback": trainer.byte_fallback,
+        # The names SentencePiece finds unk_id(), bos_id(), eos_id() and pad_id() by, kept for writing.
+        "special_pieces": {k: getattr(trainer, f"{k}_piece") for k in ("unk", "bos", "eos", "pad")},
     }
     return Tokenizer.from_pipeline(pipeline, metadata=metadata)
 
