@@ -111,8 +111,9 @@ def test_directory_forms_are_detected():
 
 
 def test_big_vocabularies_load_in_seconds():
-    """llama3: 280k merges; gemma3: 515k merges and 262k tokens (limits allow for a busy machine)."""
-    for name, limit in (("llama3", 6.0), ("gemma3", 12.0)):
+    """llama3: 280k merges; gemma3: 515k merges and 262k tokens. A guard against a pathological
+    (e.g. quadratic) loader, not a speed target: the bounds are ~20x the ~1.5 s / 3 s measured."""
+    for name, limit in (("llama3", 30.0), ("gemma3", 60.0)):
         both(name)
         assert _load_seconds[name] < limit, f"{name} took {_load_seconds[name]:.1f} s to load"
 
