@@ -8,7 +8,7 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
-use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner};
+use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use std::path::PathBuf;
 use pyo3::prelude::*;
@@ -312,8 +312,7 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                let batch = with_threads(threads, || count_chunks(&refs, pre, sp))??;
-                counts.add_table(batch)
+                with_threads(threads, || counts.add_tables(&count_chunks(&refs, pre, sp)?))?
             })
         })
     }
@@ -339,15 +338,13 @@ impl PyBpeTrainer {
     /// (ids 0..n) at char level, None at byte level (ids 0-255 are the bytes).
     #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix=""))]
     fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> PyResult<Option<Vec<String>>> {
-        let counts = &mut self.counts;
+        let (counts, threads) = (&mut self.counts, self.num_threads);
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
-                match level {
+                with_threads(threads, || match level {
                     "byte" => {
-                        // Words straight from the sorted stream: no second table in memory.
-                        let mut words = Vec::new();
-                        counts.drain_sorted(|k, v| words.push((k.iter().map(|&b| b as u32).collect(), v)))?;
-                        Ok((MergeLearner::new(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
+                        let words = Words::from_chunks(counts.into_sorted()?);
+                        Ok((MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
                     }
                     "char" => {
                         let mut table = ChunkCounts::default();
@@ -364,7 +361,7 @@ impl PyBpeTrainer {
                         Ok((MergeLearner::new(words, alphabet.len() as u32, lengths, min_frequency, max_token_length)?, Some(alphabet)))
                     }
                     other => Err(Error::new(ErrorKind::Training, format!("level must be 'byte' or 'char', not {other:?}"))),
-                }
+                })?
             })
         })?;
         self.learner = Some(learner);
@@ -388,7 +385,7 @@ impl PyBpeTrainer {
         max_words: Option<u32>,
         forbidden: Vec<String>,
     ) -> PyResult<()> {
-        let counts = &mut self.counts;
+        let (counts, threads) = (&mut self.counts, self.num_threads);
         let learner = py.allow_threads(|| {
             guard(|| {
                 let mut token_bytes: Vec<Vec<u8>> = vec![Vec::new(); next_id as usize];
@@ -422,7 +419,7 @@ impl PyBpeTrainer {
                 words.sort_unstable();
                 let lengths = token_bytes.iter().map(|b| b.len() as u32).collect();
                 let taken = token_bytes.iter().filter(|b| !b.is_empty()).cloned().collect();
-                let learner = MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length)?;
+                let learner = with_threads(threads, || MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length))??;
                 Ok(learner.with_constraints(Constraints { token_bytes, max_words, forbidden, taken }))
             })
         })?;
@@ -431,9 +428,11 @@ impl PyBpeTrainer {
     }
 
     /// Learns up to `n` more merges; returns how many were learned (0 once training is done).
+    /// Merges that touch many words are split over the trainer's threads.
     fn step(&mut self, py: Python<'_>, n: usize) -> PyResult<usize> {
+        let threads = self.num_threads;
         let learner = self.learner.as_mut().ok_or_else(|| TrainingError::new_err("call start() before step()"))?;
-        py.allow_threads(|| guard(|| Ok(learner.step(n))))
+        py.allow_threads(|| guard(|| with_threads(threads, || learner.step(n))))
     }
 
     /// The merges learned so far (pairs of ids) and the count of each when it was chosen.
