@@ -14,6 +14,7 @@ use crate::special::{Piece, SpecialTokens};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
 
 pub type ChunkCounts = FxHashMap<Vec<u8>, u64>;
@@ -204,6 +205,16 @@ struct Side {
     touched: Vec<u32>,
 }
 
+impl Delta {
+    fn side(&self, left: bool) -> &Side {
+        if left {
+            &self.left
+        } else {
+            &self.right
+        }
+    }
+}
+
 impl Side {
     fn add(&mut self, sym: u32, f: u64, w: u32) {
         let slot = &mut self.slots[sym as usize];
@@ -374,6 +385,9 @@ impl MergeLearner {
                 total.words.extend_from_slice(&info.words);
             }
         }
+        // Rare pairs can never be merged (see `absorb`).
+        let min_frequency = min_frequency.max(1);
+        pairs.retain(|_, info| info.count >= min_frequency);
         let heap = pairs.iter().map(|(&p, info)| (info.count, Reverse(p))).collect();
         Ok(MergeLearner {
             words,
@@ -384,7 +398,7 @@ impl MergeLearner {
             counts: Vec::new(),
             length: lengths,
             next_id: first_new_id,
-            min_frequency: min_frequency.max(1),
+            min_frequency,
             max_token_length,
             constraints: None,
             min_words_per_thread: 2048,
@@ -505,48 +519,71 @@ impl MergeLearner {
         self.scratch = deltas;
     }
 
-    /// Adds the changes of a merge's parts (in word order, so word lists stay sorted) to the
-    /// table, queues the new pairs and clears the parts. Gains come before losses: a pair can
-    /// lose in the same merge what it gained ("a b a b" makes and unmakes (new, a)).
-    #[inline(never)]
+    /// Adds the changes of a merge's parts (in word order) to the table, queues the new pairs
+    /// and clears the parts. A pair is kept only while its count is at least `min_frequency`:
+    /// the count of a pair never grows once the merge that made it is over, so one below it can
+    /// never be merged (and most new pairs are rare: this saves tracking them at all).
     fn absorb(&mut self, deltas: &mut [Delta], (a, b): Pair, new_id: u32) {
-        let mut created = Vec::new();
-        for d in deltas.iter() {
-            for (side, is_left) in [(&d.left, true), (&d.right, false)] {
+        // The first part's counts become the totals over all parts.
+        let (first, rest) = deltas.split_first_mut().expect("a merge has at least one part");
+        for d in rest.iter() {
+            for (total, side) in [(&mut first.left, &d.left), (&mut first.right, &d.right)] {
                 for &sym in &side.touched {
-                    let key = if is_left { (sym, new_id) } else { (new_id, sym) };
-                    let (n, words) = &side.slots[sym as usize];
-                    let info = self.pairs.entry(key).or_default();
-                    info.count += n;
-                    info.words.extend_from_slice(words);
-                    created.push(key);
+                    let slot = &mut total.slots[sym as usize];
+                    if slot.0 == 0 {
+                        total.touched.push(sym);
+                    }
+                    slot.0 += side.slots[sym as usize].0;
+                }
+            }
+        }
+        let first = &deltas[0];
+        // Occurrences right after another ("a b a b") take back from (new, a) what the one
+        // before gave it: its count is R[a] - L[new]. No other pair both gains and loses.
+        let back_to_back = first.left.slots[new_id as usize].0;
+        for is_left in [true, false] {
+            for &sym in &first.side(is_left).touched {
+                let mut n = first.side(is_left).slots[sym as usize].0;
+                if !is_left && sym == a {
+                    n -= back_to_back;
+                }
+                if n < self.min_frequency {
+                    continue;
+                }
+                let key = if is_left { (sym, new_id) } else { (new_id, sym) };
+                // Word lists of the parts, in word order.
+                let mut words = Vec::with_capacity(deltas.iter().map(|d| d.side(is_left).slots[sym as usize].1.len()).sum());
+                for d in deltas.iter() {
+                    words.extend_from_slice(&d.side(is_left).slots[sym as usize].1);
+                }
+                self.pairs.insert(key, PairInfo { count: n, words });
+                self.heap.push((n, Reverse(key)));
+            }
+        }
+        for is_left in [true, false] {
+            let side = deltas[0].side(is_left);
+            for &sym in &side.touched {
+                let key = if is_left { (sym, a) } else { (b, sym) };
+                // (new, a) was settled above; the merged pair has left the table already.
+                if is_left && sym == new_id {
+                    continue;
+                }
+                if let Entry::Occupied(mut e) = self.pairs.entry(key) {
+                    let info = e.get_mut();
+                    info.count -= side.slots[sym as usize].0;
+                    if info.count < self.min_frequency {
+                        e.remove();
+                    }
                 }
             }
         }
         for d in deltas.iter_mut() {
-            for (side, is_left) in [(&mut d.left, true), (&mut d.right, false)] {
+            for side in [&mut d.left, &mut d.right] {
                 for sym in side.touched.drain(..) {
-                    let key = if is_left { (sym, a) } else { (b, sym) };
                     let slot = &mut side.slots[sym as usize];
-                    // The merged pair itself has left the table already.
-                    if let Some(info) = self.pairs.get_mut(&key) {
-                        info.count -= slot.0;
-                        if info.count == 0 {
-                            self.pairs.remove(&key);
-                        }
-                    }
                     slot.0 = 0;
                     slot.1.clear();
                 }
-            }
-        }
-        if deltas.len() > 1 {
-            created.sort_unstable();
-            created.dedup();
-        }
-        for key in created {
-            if let Some(info) = self.pairs.get(&key) {
-                self.heap.push((info.count, Reverse(key)));
             }
         }
     }
@@ -648,10 +685,14 @@ mod tests {
     }
 
     fn learn_on(threads: usize, min_words_per_thread: usize, words: Vec<(Vec<u32>, u64)>) -> (Vec<Pair>, Vec<u64>) {
+        learn_with(threads, min_words_per_thread, 1, 400, words)
+    }
+
+    fn learn_with(threads: usize, min_words_per_thread: usize, min_frequency: u64, steps: usize, words: Vec<(Vec<u32>, u64)>) -> (Vec<Pair>, Vec<u64>) {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
-            let mut l = MergeLearner::new(words, 5, vec![1; 5], 1, None).unwrap().with_min_words_per_thread(min_words_per_thread);
-            l.step(400);
+            let mut l = MergeLearner::new(words, 5, vec![1; 5], min_frequency, None).unwrap().with_min_words_per_thread(min_words_per_thread);
+            l.step(steps);
             (l.merges().to_vec(), l.counts().to_vec())
         })
     }
@@ -666,6 +707,20 @@ mod tests {
             for threads in [2, 3, 4] {
                 assert_eq!(learn_on(threads, 1, words.clone()), one, "seed {seed}, {threads} threads");
             }
+        }
+    }
+
+    #[test]
+    fn rare_pairs_left_untracked_change_nothing() {
+        // min_frequency k drops pairs below k from the table: the merges must be those of k = 1
+        // up to the first one below k.
+        let words = random_words(5, 3000);
+        let all = learn_with(1, 1, 1, usize::MAX, words.clone());
+        for k in [2, 5, 20] {
+            let cut = all.1.iter().position(|&c| c < k).expect("some merge below k");
+            let expected = (all.0[..cut].to_vec(), all.1[..cut].to_vec());
+            assert_eq!(learn_with(1, 1, k, usize::MAX, words.clone()), expected, "min_frequency {k}");
+            assert_eq!(learn_with(3, 1, k, usize::MAX, words.clone()), expected, "min_frequency {k}, 3 threads");
         }
     }
 
