@@ -114,7 +114,10 @@ def work_hf(train: Path, held: Path, vocab: int, threads: int) -> dict:
     trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     start = time.perf_counter()
-    tok.train([str(train)], trainer)
+    # The same documents as rustbpe. `tok.train([path])` would read the file line by line, each
+    # line a text of its own: chunks that span a line end ("\n\n", ":\n ") would never form,
+    # which costs HF about 2% bytes per token on this corpus (3.600 vs 3.682 at 20 MB).
+    tok.train_from_iterator(documents(train), trainer)
     secs = time.perf_counter() - start
     return {"seconds": secs, "tokens": len(tok.encode(held.read_text(encoding="utf-8")).ids), "vocab": tok.get_vocab_size()}
 
