@@ -343,7 +343,7 @@ impl PyBpeTrainer {
             guard(|| {
                 with_threads(threads, || match level {
                     "byte" => {
-                        let words = Words::from_chunks(counts.into_sorted()?);
+                        let words = Words::from_chunk_groups(counts.into_groups()?);
                         Ok((MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
                     }
                     "char" => {

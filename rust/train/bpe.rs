@@ -16,6 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub type ChunkCounts = FxHashMap<Vec<u8>, u64>;
 
@@ -119,22 +120,31 @@ impl Words {
         Self::build(words, |w, out| out.extend_from_slice(w))
     }
 
-    /// Byte-level words from (chunk, count): byte `b` is symbol `b`.
-    pub fn from_chunks(chunks: Vec<(Vec<u8>, u64)>) -> Self {
-        Self::build(chunks, |c, out| out.extend(c.iter().map(|&b| b as u32)))
-    }
-
-    fn build<T: Send>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Self {
-        let mut words = Words { symbols: Vec::new(), start: Vec::with_capacity(items.len() + 1), len: Vec::with_capacity(items.len()), freq: Vec::with_capacity(items.len()) };
-        for (item, n) in &items {
-            words.start.push(words.symbols.len());
-            push_symbols(item, &mut words.symbols);
-            words.len.push((words.symbols.len() - words.start[words.start.len() - 1]) as u32);
-            words.freq.push(*n);
+    /// Byte-level words from groups of (chunk, count), in group order: byte `b` is symbol `b`.
+    /// The groups are turned into words on the current rayon pool, one group per task.
+    pub fn from_chunk_groups(groups: Vec<Vec<(Vec<u8>, u64)>>) -> Self {
+        let parts: Vec<Words> = groups.into_par_iter().map(|chunks| Self::build(chunks, |c, out| out.extend(c.iter().map(|&b| b as u32)))).collect();
+        let mut words = Words { symbols: Vec::new(), start: Vec::new(), len: Vec::new(), freq: Vec::new() };
+        for part in parts {
+            let offset = words.symbols.len();
+            words.start.extend(part.start[..part.len.len()].iter().map(|s| s + offset));
+            words.symbols.extend_from_slice(&part.symbols);
+            words.len.extend_from_slice(&part.len);
+            words.freq.extend_from_slice(&part.freq);
         }
         words.start.push(words.symbols.len());
-        // Hundreds of thousands of small buffers: freed on all threads.
-        items.into_par_iter().for_each(drop);
+        words
+    }
+
+    fn build<T>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Self {
+        let mut words = Words { symbols: Vec::new(), start: Vec::with_capacity(items.len() + 1), len: Vec::with_capacity(items.len()), freq: Vec::with_capacity(items.len()) };
+        for (item, n) in items {
+            words.start.push(words.symbols.len());
+            push_symbols(&item, &mut words.symbols);
+            words.len.push((words.symbols.len() - words.start[words.start.len() - 1]) as u32);
+            words.freq.push(n);
+        }
+        words.start.push(words.symbols.len());
         words
     }
 
@@ -178,6 +188,9 @@ pub struct MergeLearner {
     min_words_per_thread: usize,
     finished: bool,
 }
+
+/// Threads a merge is split over at most: more would rarely find enough words to share.
+pub const MAX_MERGE_THREADS: usize = 8;
 
 /// A pair's total count and the words it may occur in (ascending, no repeats; entries can be
 /// stale, i.e. an earlier merge consumed the pair there).
@@ -401,7 +414,7 @@ impl MergeLearner {
             min_frequency,
             max_token_length,
             constraints: None,
-            min_words_per_thread: 2048,
+            min_words_per_thread: 256,
             finished: false,
         })
     }
@@ -432,8 +445,39 @@ impl MergeLearner {
     }
 
     /// Learns up to `n` more merges; returns how many it learned (fewer once training is done).
-    /// Large merges use the current rayon pool.
+    /// Large merges are split over the current rayon pool (at most [`MAX_MERGE_THREADS`]).
+    ///
+    /// Meanwhile the other threads wait for work in a loop rather than asleep: waking a sleeping
+    /// thread takes tens of microseconds, longer than most merges take.
     pub fn step(&mut self, n: usize) -> usize {
+        let threads = rayon::current_num_threads().min(MAX_MERGE_THREADS);
+        if threads == 1 {
+            return self.step_here(n);
+        }
+        let stop = AtomicBool::new(false);
+        rayon::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(|_| {
+                    while !stop.load(Ordering::Relaxed) {
+                        if rayon::yield_now() == Some(rayon::Yield::Idle) {
+                            std::thread::yield_now();
+                        }
+                    }
+                });
+            }
+            // Stops the waiting threads even if a merge panics (else the scope would never end).
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _stop = StopOnDrop(&stop);
+            self.step_here(n)
+        })
+    }
+
+    fn step_here(&mut self, n: usize) -> usize {
         let mut done = 0;
         while done < n && !self.finished {
             match self.best_pair() {
@@ -493,7 +537,7 @@ impl MergeLearner {
 
         // Every occurrence is merged, so the pair leaves the table.
         let affected = self.pairs.remove(&pair).map(|info| info.words).unwrap_or_default();
-        let parts = rayon::current_num_threads().min(affected.len() / self.min_words_per_thread).max(1);
+        let parts = rayon::current_num_threads().min(MAX_MERGE_THREADS).min(affected.len() / self.min_words_per_thread).max(1);
         self.scratch.resize_with(self.scratch.len().max(parts), Delta::default);
         for delta in &mut self.scratch[..parts] {
             for side in [&mut delta.left, &mut delta.right] {

@@ -45,6 +45,10 @@ fn shard_of(chunk: &[u8]) -> usize {
     ((h ^ (h >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
 }
 
+fn empty_shards() -> Vec<ChunkCounts> {
+    (0..SHARDS).map(|_| ChunkCounts::default()).collect()
+}
+
 /// Adds `n` to `chunk` in `table`; returns the bytes a new entry costs (0 if it was there).
 fn add_to(table: &mut ChunkCounts, chunk: &[u8], n: u64) -> usize {
     match table.get_mut(chunk) {
@@ -62,8 +66,7 @@ fn add_to(table: &mut ChunkCounts, chunk: &[u8], n: u64) -> usize {
 impl SpillingCounts {
     /// `budget`: bytes the table may use before it is spilled to `spill_dir` (None: never).
     pub fn new(budget: Option<usize>, spill_dir: PathBuf) -> Self {
-        let shards = (0..SHARDS).map(|_| ChunkCounts::default()).collect();
-        SpillingCounts { shards, table_bytes: 0, budget, spill_dir, runs: Vec::new() }
+        SpillingCounts { shards: empty_shards(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
     }
 
     pub fn add(&mut self, chunk: &[u8], n: u64) {
@@ -146,15 +149,25 @@ impl SpillingCounts {
         Ok(())
     }
 
-    /// All (chunk, total count) in ascending chunk order, merging the runs on disk with the
-    /// table in memory. Consumes the counts; the run files are deleted.
-    pub fn into_sorted(&mut self) -> Result<Vec<(Vec<u8>, u64)>> {
+    /// All (chunk, total count), consuming the counts, in groups whose order depends on the
+    /// chunks alone: shard by shard, each sorted on its own thread (a global sort splits worse
+    /// over threads); or, when runs were spilled, one group in ascending order (the runs on
+    /// disk merged with the table, and deleted).
+    pub fn into_groups(&mut self) -> Result<Vec<Vec<(Vec<u8>, u64)>>> {
         if self.runs.is_empty() {
-            return Ok(self.take_sorted());
+            self.table_bytes = 0;
+            return Ok(std::mem::replace(&mut self.shards, empty_shards())
+                .into_par_iter()
+                .map(|shard| {
+                    let mut entries: Vec<(Vec<u8>, u64)> = shard.into_iter().collect();
+                    entries.sort_unstable();
+                    entries
+                })
+                .collect());
         }
         let mut all = Vec::new();
         self.drain_sorted(|k, v| all.push((k, v)))?;
-        Ok(all)
+        Ok(vec![all])
     }
 
     /// Calls `f` on every (chunk, total count) in ascending chunk order, merging the runs on
