@@ -10,6 +10,7 @@ use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
 use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
+use crate::train::read::{read_block, split_safe};
 use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
@@ -313,6 +314,25 @@ impl PyBpeTrainer {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
                 with_threads(threads, || counts.add_tables(&count_chunks(&refs, pre, sp)?))?
+            })
+        })
+    }
+
+    /// Counts a block of a plain-text file: at least `size` bytes from byte `offset`, cut at a
+    /// safe point (see `train::read`); returns where the next block starts. Reading, decoding
+    /// and counting all happen here, on the trainer's threads, with the GIL released.
+    fn add_file_block(&mut self, py: Python<'_>, path: PathBuf, offset: u64, size: usize) -> PyResult<u64> {
+        let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            guard(|| {
+                let (text, next) = read_block(&path, offset, size)?;
+                with_threads(threads, || {
+                    // Several pieces per thread, so that threads finishing early find work.
+                    let pieces = split_safe(&text, 4 * rayon::current_num_threads());
+                    counts.add_tables(&count_chunks(&pieces, pre, sp)?)
+                })??;
+                Ok(next)
             })
         })
     }
