@@ -83,7 +83,8 @@ def train(
       after the last merge (``"last"``); merges never learn from or produce them.
     - ``min_frequency``: stop when the most frequent pair occurs fewer times.
     - ``max_token_length``: no token longer than this many bytes.
-    - ``num_threads``: threads for counting (default: all cores). The result does not depend on it.
+    - ``num_threads``: threads for reading, counting and merging (default: all cores). The result
+      does not depend on it.
     - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
       as sorted runs and merged at the end.
     - ``max_chars_per_doc``: longer texts are cut to this many characters.
