@@ -135,6 +135,20 @@ def work_sentencepiece(train: Path, held: Path, vocab: int, threads: int) -> dic
     return {"seconds": secs, "tokens": len(sp.encode(held.read_text(encoding="utf-8"))), "vocab": sp.get_piece_size()}
 
 
+def peak_rss_kb() -> int:
+    """This process's peak RSS. VmHWM belongs to the process's own memory since its exec;
+    getrusage's ru_maxrss does not: Linux carries the parent's peak over the exec of a child
+    started by vfork (as subprocess does), so every worker would show at least the ~250 MB
+    this script itself peaks at while building the sample."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def run_worker(name: str, train: Path, held: Path, vocab: int, threads: int) -> dict:
     """Runs one trainer in a child process; returns its figures plus peak RSS (MB)."""
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_CPUS=str(threads), TOKENIZERS_PARALLELISM="true" if threads > 1 else "false")
@@ -161,10 +175,8 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.worker:
-        import resource
-
         figures = globals()[f"work_{args.worker}"](Path(args.train_file), Path(args.held_file), args.vocab, args.threads[0])
-        figures["rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        figures["rss_kb"] = peak_rss_kb()
         print(json.dumps(figures))
         return
 
