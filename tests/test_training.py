@@ -91,6 +91,25 @@ def test_sources_jsonl_zst_parquet(tmp_path):
     assert toksmith.train(tmp_path / "d.parquet", vocab_size=330).to_dict()["model"] == expected
 
 
+def test_plain_files_read_in_rust_count_like_the_python_reader(tmp_path):
+    """Plain .txt files are read by Rust, .gz by Python: both must give the same tokenizer,
+    bytes that are not UTF-8 included (U+FFFD), whatever the block size."""
+    from toksmith import trainers
+
+    lines = [t + "\n" for t in corpus(6, 400)] + ["\n \n", "x\r\n", "tab\tend\n\n\n"]
+    data = "".join(lines).encode() + b"bad \x80 \xe4\xb8 \xed\xa0\x80 end\n" + "".join(lines).encode() + b"\xe4"
+    (tmp_path / "a.txt").write_bytes(data)
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(data))
+    via_python = toksmith.train(tmp_path / "b.txt.gz", vocab_size=500).to_dict()["model"]
+    assert toksmith.train(tmp_path / "a.txt", vocab_size=500).to_dict()["model"] == via_python
+    old = trainers.FILE_BLOCK_BYTES
+    try:
+        trainers.FILE_BLOCK_BYTES = 100  # many blocks, some cut inside a character
+        assert toksmith.train(tmp_path / "a.txt", vocab_size=500, num_threads=2).to_dict()["model"] == via_python
+    finally:
+        trainers.FILE_BLOCK_BYTES = old
+
+
 def test_max_chars_per_doc():
     texts = ["abc " * 100, "xyz " * 100]
     cut = toksmith.train(texts, vocab_size=300, max_chars_per_doc=8, min_frequency=1)

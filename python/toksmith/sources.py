@@ -4,7 +4,8 @@ Files are streamed, never read whole: plain text in blocks, JSON Lines line by l
 ``text_field`` of each object), Parquet in record batches (the ``text_field`` column).
 ``.gz``/``.bz2``/``.xz``/``.zst`` are decompressed on the fly. A plain-text block ends just
 after a newline that is followed by a non-space character: with every named pattern, no chunk
-crosses such a point, so the chunk counts are the same as for the whole file.
+crosses such a point, so the chunk counts are the same as for the whole file. The BPE trainer
+reads uncompressed plain-text files in Rust instead, by the same rules (``split_plain_files``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,21 @@ def resolve_paths(path: str | os.PathLike) -> list[Path]:
     raise TrainingError(
         f"no such file or directory: {text!r}. To train on a string itself, pass it in a list: [text]"
     )
+
+
+def split_plain_files(source) -> tuple[list[Path], object]:
+    """The uncompressed plain-text files of ``source`` (a path, or a list of paths), which the
+    BPE trainer reads in Rust, and what is left (the same kind of source; unchanged when it is
+    an iterable of texts)."""
+    if isinstance(source, (str, os.PathLike)):
+        paths = resolve_paths(source)
+    elif isinstance(source, (list, tuple)) and source and all(isinstance(s, os.PathLike) for s in source):
+        paths = [p for item in source for p in resolve_paths(item)]
+    else:
+        return [], source
+    plain = [p for p in paths if p.suffix not in _OPENERS and p.suffix not in _JSONL and p.suffix != ".parquet"]
+    kept = set(plain)
+    return plain, [p for p in paths if p not in kept]
 
 
 def _iter_files(paths: Iterable[Path], text_field: str) -> Iterator[str]:

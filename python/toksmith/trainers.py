@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from . import _core
 from .errors import TrainingError
 from .patterns import resolve
-from .sources import iter_texts
+from .sources import iter_texts, split_plain_files
 from .tokenizer import Tokenizer
 
 BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters (2 Mi)
+FILE_BLOCK_BYTES = 1 << 23  # plain-text files are counted by Rust in blocks of about this many bytes (8 MiB)
 MERGES_PER_STEP = 256  # merges learned between two progress updates
 
 
@@ -82,7 +83,8 @@ def train(
       after the last merge (``"last"``); merges never learn from or produce them.
     - ``min_frequency``: stop when the most frequent pair occurs fewer times.
     - ``max_token_length``: no token longer than this many bytes.
-    - ``num_threads``: threads for counting (default: all cores). The result does not depend on it.
+    - ``num_threads``: threads for reading, counting and merging (default: all cores). The result
+      does not depend on it.
     - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
       as sorted runs and merged at the end.
     - ``max_chars_per_doc``: longer texts are cut to this many characters.
@@ -284,6 +286,21 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
         if hasattr(trainers[0], "memory_stats"):  # the BPE trainer reports its count table
             unique, _, runs = trainers[0].memory_stats()
             bar.set_postfix_str(f"{unique:,} unique chunks in memory" + (f", {runs} runs on disk" if runs else ""))
+
+    # Plain-text files are read, decoded and counted by Rust, a block per call (no Python
+    # strings; all of it on the trainer's threads). The rest goes through Python.
+    if len(trainers) == 1 and hasattr(trainers[0], "add_file_block") and max_chars_per_doc is None:
+        plain, source = split_plain_files(source)
+        try:
+            for path in plain:
+                offset, end = 0, os.path.getsize(path)
+                while offset < end:
+                    start, offset = offset, trainers[0].add_file_block(str(path), offset, FILE_BLOCK_BYTES)
+                    bar.update(offset - start)
+                finish_pending()
+        except BaseException:
+            bar.close()
+            raise
 
     batch: list[str] = []
     size = 0

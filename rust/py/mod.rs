@@ -8,8 +8,9 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::SpecialTokens;
-use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner};
+use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
+use crate::train::read::{read_block, split_safe};
 use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -362,8 +363,26 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                let batch = with_threads(threads, || count_chunks(&refs, pre, sp))??;
-                counts.add_table(batch)
+                with_threads(threads, || counts.add_tables(&count_chunks(&refs, pre, sp)?))?
+            })
+        })
+    }
+
+    /// Counts a block of a plain-text file: at least `size` bytes from byte `offset`, cut at a
+    /// safe point (see `train::read`); returns where the next block starts. Reading, decoding
+    /// and counting all happen here, on the trainer's threads, with the GIL released.
+    fn add_file_block(&mut self, py: Python<'_>, path: PathBuf, offset: u64, size: usize) -> PyResult<u64> {
+        let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            guard(|| {
+                let (text, next) = read_block(&path, offset, size)?;
+                with_threads(threads, || {
+                    // Several pieces per thread, so that threads finishing early find work.
+                    let pieces = split_safe(&text, 4 * rayon::current_num_threads());
+                    counts.add_tables(&count_chunks(&pieces, pre, sp)?)
+                })??;
+                Ok(next)
             })
         })
     }
@@ -389,15 +408,13 @@ impl PyBpeTrainer {
     /// (ids 0..n) at char level, None at byte level (ids 0-255 are the bytes).
     #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix=""))]
     fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> PyResult<Option<Vec<String>>> {
-        let counts = &mut self.counts;
+        let (counts, threads) = (&mut self.counts, self.num_threads);
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
-                match level {
+                with_threads(threads, || match level {
                     "byte" => {
-                        // Words straight from the sorted stream: no second table in memory.
-                        let mut words = Vec::new();
-                        counts.drain_sorted(|k, v| words.push((k.iter().map(|&b| b as u32).collect(), v)))?;
-                        Ok((MergeLearner::new(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
+                        let words = Words::from_chunk_groups(counts.into_groups()?);
+                        Ok((MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
                     }
                     "char" => {
                         let mut table = ChunkCounts::default();
@@ -414,7 +431,7 @@ impl PyBpeTrainer {
                         Ok((MergeLearner::new(words, alphabet.len() as u32, lengths, min_frequency, max_token_length)?, Some(alphabet)))
                     }
                     other => Err(Error::new(ErrorKind::Training, format!("level must be 'byte' or 'char', not {other:?}"))),
-                }
+                })?
             })
         })?;
         self.learner = Some(learner);
@@ -438,7 +455,7 @@ impl PyBpeTrainer {
         max_words: Option<u32>,
         forbidden: Vec<String>,
     ) -> PyResult<()> {
-        let counts = &mut self.counts;
+        let (counts, threads) = (&mut self.counts, self.num_threads);
         let learner = py.allow_threads(|| {
             guard(|| {
                 let mut token_bytes: Vec<Vec<u8>> = vec![Vec::new(); next_id as usize];
@@ -472,7 +489,7 @@ impl PyBpeTrainer {
                 words.sort_unstable();
                 let lengths = token_bytes.iter().map(|b| b.len() as u32).collect();
                 let taken = token_bytes.iter().filter(|b| !b.is_empty()).cloned().collect();
-                let learner = MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length)?;
+                let learner = with_threads(threads, || MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length))??;
                 Ok(learner.with_constraints(Constraints { token_bytes, max_words, forbidden, taken }))
             })
         })?;
@@ -481,9 +498,11 @@ impl PyBpeTrainer {
     }
 
     /// Learns up to `n` more merges; returns how many were learned (0 once training is done).
+    /// Merges that touch many words are split over the trainer's threads.
     fn step(&mut self, py: Python<'_>, n: usize) -> PyResult<usize> {
+        let threads = self.num_threads;
         let learner = self.learner.as_mut().ok_or_else(|| TrainingError::new_err("call start() before step()"))?;
-        py.allow_threads(|| guard(|| Ok(learner.step(n))))
+        py.allow_threads(|| guard(|| with_threads(threads, || learner.step(n))))
     }
 
     /// The merges learned so far (pairs of ids) and the count of each when it was chosen.

@@ -7,7 +7,10 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::train::bpe::ChunkCounts;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
+use std::hash::BuildHasher;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -21,45 +24,82 @@ fn io_err(what: &str, e: std::io::Error) -> Error {
     Error::new(ErrorKind::Training, format!("{what}: {e}"))
 }
 
+/// The table is split into shards by a hash of the chunk, so that batches of counts can be
+/// added on several threads at once (each shard by one thread). Which shard a chunk goes to does
+/// not depend on the thread count, and every reader sorts, so nothing else depends on it either.
 pub struct SpillingCounts {
-    table: ChunkCounts,
+    shards: Vec<ChunkCounts>,
     table_bytes: usize,
     budget: Option<usize>,
     spill_dir: PathBuf,
     runs: Vec<PathBuf>,
 }
 
+const SHARDS: usize = 64;
+
+/// The shard of a chunk. The tables themselves hash with FxHash and use its low and top bits,
+/// so the shard is taken from a remix of the hash, not from its bits directly: otherwise every
+/// chunk of a shard would share the bits its table relies on.
+fn shard_of(chunk: &[u8]) -> usize {
+    let h = rustc_hash::FxBuildHasher.hash_one(chunk);
+    ((h ^ (h >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+}
+
+fn empty_shards() -> Vec<ChunkCounts> {
+    (0..SHARDS).map(|_| ChunkCounts::default()).collect()
+}
+
+/// Adds `n` to `chunk` in `table`; returns the bytes a new entry costs (0 if it was there).
+fn add_to(table: &mut ChunkCounts, chunk: &[u8], n: u64) -> usize {
+    match table.get_mut(chunk) {
+        Some(c) => {
+            *c += n;
+            0
+        }
+        None => {
+            table.insert(chunk.to_vec(), n);
+            chunk.len() + ENTRY_OVERHEAD
+        }
+    }
+}
+
 impl SpillingCounts {
     /// `budget`: bytes the table may use before it is spilled to `spill_dir` (None: never).
     pub fn new(budget: Option<usize>, spill_dir: PathBuf) -> Self {
-        SpillingCounts { table: ChunkCounts::default(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
+        SpillingCounts { shards: empty_shards(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
     }
 
     pub fn add(&mut self, chunk: &[u8], n: u64) {
-        match self.table.get_mut(chunk) {
-            Some(c) => *c += n,
-            None => {
-                self.table_bytes += chunk.len() + ENTRY_OVERHEAD;
-                self.table.insert(chunk.to_vec(), n);
-            }
-        }
+        self.table_bytes += add_to(&mut self.shards[shard_of(chunk)], chunk, n);
     }
 
-    pub fn add_table(&mut self, counts: ChunkCounts) -> Result<()> {
-        if self.table.is_empty() && self.budget.is_none() {
-            self.table_bytes = counts.keys().map(|k| k.len() + ENTRY_OVERHEAD).sum();
-            self.table = counts;
-        } else {
-            for (k, v) in counts {
-                self.add(&k, v);
-            }
-        }
+    /// Adds tables of counts (e.g. one per thread that counted a batch), then spills if over
+    /// budget. Runs on the current rayon pool: first each table is split by shard, then each
+    /// shard takes its part of every table.
+    pub fn add_tables<K: AsRef<[u8]> + Sync>(&mut self, tables: &[FxHashMap<K, u64>]) -> Result<()> {
+        let split: Vec<Vec<Vec<(&[u8], u64)>>> = tables
+            .par_iter()
+            .map(|table| {
+                let mut parts = vec![Vec::new(); SHARDS];
+                for (k, &n) in table {
+                    parts[shard_of(k.as_ref())].push((k.as_ref(), n));
+                }
+                parts
+            })
+            .collect();
+        let added: usize = self
+            .shards
+            .par_iter_mut()
+            .enumerate()
+            .map(|(s, shard)| split.iter().flat_map(|parts| &parts[s]).map(|&(k, n)| add_to(shard, k, n)).sum::<usize>())
+            .sum();
+        self.table_bytes += added;
         self.spill_if_over_budget()
     }
 
     /// Distinct chunks in memory (not counting spilled runs).
     pub fn len_in_memory(&self) -> usize {
-        self.table.len()
+        self.shards.iter().map(|t| t.len()).sum()
     }
 
     pub fn bytes_in_memory(&self) -> usize {
@@ -77,15 +117,25 @@ impl SpillingCounts {
         }
     }
 
+    /// Empties the table into a vector sorted by chunk (sorting on the current rayon pool).
+    fn take_sorted(&mut self) -> Vec<(Vec<u8>, u64)> {
+        let mut entries: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.len_in_memory());
+        for shard in &mut self.shards {
+            entries.extend(std::mem::take(shard));
+        }
+        entries.par_sort_unstable();
+        self.table_bytes = 0;
+        entries
+    }
+
     /// Writes the table as a sorted run and clears it.
     pub fn spill(&mut self) -> Result<()> {
-        if self.table.is_empty() {
+        if self.len_in_memory() == 0 {
             return Ok(());
         }
         std::fs::create_dir_all(&self.spill_dir).map_err(|e| io_err("cannot create the spill folder", e))?;
         let path = self.spill_dir.join(format!("run-{:05}.bin", self.runs.len()));
-        let mut entries: Vec<(Vec<u8>, u64)> = std::mem::take(&mut self.table).into_iter().collect();
-        entries.sort_unstable();
+        let entries = self.take_sorted();
         let file = File::create(&path).map_err(|e| io_err(&format!("cannot write {}", path.display()), e))?;
         let mut w = BufWriter::new(file);
         for (k, v) in &entries {
@@ -96,16 +146,38 @@ impl SpillingCounts {
         }
         w.flush().map_err(|e| io_err("cannot write a spill run", e))?;
         self.runs.push(path);
-        self.table_bytes = 0;
         Ok(())
+    }
+
+    /// All (chunk, total count), consuming the counts, in groups whose order depends on the
+    /// chunks alone: shard by shard, each sorted on its own thread (a global sort splits worse
+    /// over threads); or, when runs were spilled, one group in ascending order (the runs on
+    /// disk merged with the table, and deleted).
+    pub fn into_groups(&mut self) -> Result<Vec<Vec<(Vec<u8>, u64)>>> {
+        if self.runs.is_empty() {
+            self.table_bytes = 0;
+            return Ok(std::mem::replace(&mut self.shards, empty_shards())
+                .into_par_iter()
+                .map(|shard| {
+                    let mut entries: Vec<(Vec<u8>, u64)> = shard.into_iter().collect();
+                    entries.sort_unstable();
+                    entries
+                })
+                .collect());
+        }
+        let mut all = Vec::new();
+        self.drain_sorted(|k, v| all.push((k, v)))?;
+        Ok(vec![all])
     }
 
     /// Calls `f` on every (chunk, total count) in ascending chunk order, merging the runs on
     /// disk with the table in memory. Consumes the counts; the run files are deleted.
     pub fn drain_sorted(&mut self, mut f: impl FnMut(Vec<u8>, u64)) -> Result<()> {
-        let mut memory: Vec<(Vec<u8>, u64)> = std::mem::take(&mut self.table).into_iter().collect();
-        memory.sort_unstable();
-        self.table_bytes = 0;
+        let memory = self.take_sorted();
+        if self.runs.is_empty() {
+            memory.into_iter().for_each(|(k, v)| f(k, v));
+            return Ok(());
+        }
         let mut sources: Vec<Box<dyn Iterator<Item = Result<(Vec<u8>, u64)>>>> = Vec::new();
         sources.push(Box::new(memory.into_iter().map(Ok)));
         for path in &self.runs {

@@ -1,5 +1,6 @@
 //! Training, kept apart from inference.
 pub mod bpe;
 pub mod counts;
+pub mod read;
 pub mod unigram;
 pub mod wordpiece;

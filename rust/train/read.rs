@@ -1,0 +1,177 @@
+//! Plain-text training files read in Rust, block by block: no Python string is made, and
+//! decoding and counting run on all threads.
+//!
+//! The rules are those of the Python reader (`toksmith.sources.read_blocks`): bytes that are not
+//! UTF-8 become U+FFFD (the maximal-subpart rule, as Python's `errors="replace"`), and a block
+//! ends just after a line end that is followed by a non-space character, a point no chunk of a
+//! named pattern crosses.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Position just after the last `\n` of `text` that is followed by a non-space character, if any.
+pub fn last_safe_cut(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut end = bytes.len();
+    while let Some(nl) = bytes[..end].iter().rposition(|&b| b == b'\n') {
+        match text[nl + 1..].chars().next() {
+            Some(c) if !c.is_whitespace() => return Some(nl + 1),
+            _ => end = nl,
+        }
+    }
+    None
+}
+
+/// Splits `text` at safe points into about `n` pieces of similar size (fewer when it has
+/// few safe points), for counting on `n` threads.
+pub fn split_safe(text: &str, n: usize) -> Vec<&str> {
+    let mut pieces = Vec::with_capacity(n);
+    let mut rest = text;
+    let size = text.len().div_ceil(n.max(1));
+    while rest.len() > size {
+        let mut at = size;
+        while !rest.is_char_boundary(at) {
+            at += 1;
+        }
+        // The first safe point after the target size, else the rest stays whole.
+        match rest[at..].find('\n').and_then(|nl| first_safe_cut(&rest[at + nl..]).map(|c| at + nl + c)) {
+            Some(cut) if cut < rest.len() => {
+                pieces.push(&rest[..cut]);
+                rest = &rest[cut..];
+            }
+            _ => break,
+        }
+    }
+    pieces.push(rest);
+    pieces
+}
+
+/// Position just after the first `\n` of `text` that is followed by a non-space character.
+fn first_safe_cut(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(nl) = bytes[from..].iter().position(|&b| b == b'\n').map(|p| from + p) {
+        match text[nl + 1..].chars().next() {
+            Some(c) if !c.is_whitespace() => return Some(nl + 1),
+            _ => from = nl + 1,
+        }
+    }
+    None
+}
+
+/// Reads the text of `path` from byte `offset`: at least `size` bytes (unless the file ends
+/// first), cut at the last safe point. Returns the text and the offset where the next block
+/// starts (the file's size once it is all read).
+pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)> {
+    let fail = |e: std::io::Error| Error::new(ErrorKind::Training, format!("cannot read {}: {e}", path.display()));
+    let mut file = File::open(path).map_err(fail)?;
+    file.seek(SeekFrom::Start(offset)).map_err(fail)?;
+    let mut bytes = Vec::new();
+    let mut want = size.max(1);
+    loop {
+        let got = (&mut file).take((want - bytes.len()) as u64).read_to_end(&mut bytes).map_err(fail)?;
+        let at_end = got == 0 || bytes.len() < want;
+        // Decoding stops before a sequence cut by the block end: it is read again next time.
+        let valid = if at_end { bytes.len() } else { complete_prefix(&bytes) };
+        let text = String::from_utf8_lossy(&bytes[..valid]);
+        let cut = if at_end { Some(text.len()) } else { last_safe_cut(&text) };
+        if let Some(cut) = cut {
+            // Bytes up to the cut: the decoded text up to it came from exactly those bytes
+            // when nothing was replaced; otherwise count them again from the source.
+            let consumed = if matches!(text, std::borrow::Cow::Borrowed(_)) { cut } else { bytes_for_chars(&bytes[..valid], &text[..cut]) };
+            let text = text[..cut].to_string();
+            return Ok((text, offset + consumed as u64));
+        }
+        want *= 2; // no safe point yet: read on
+    }
+}
+
+/// Length of `bytes` without a UTF-8 sequence cut off at its end.
+fn complete_prefix(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    // A sequence is at most 4 bytes: look at the last 3 for a lead byte whose sequence is longer
+    // than what follows it.
+    for back in 1..=3.min(n) {
+        let b = bytes[n - back];
+        let len = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => continue,
+        };
+        return if len > back { n - back } else { n };
+    }
+    n
+}
+
+/// The number of bytes of `bytes` whose lossy decoding is `prefix` (a prefix of the decoding of
+/// `bytes` that ends after a `\n`).
+fn bytes_for_chars(bytes: &[u8], prefix: &str) -> usize {
+    // Decode chunk by chunk (valid run, then one invalid sequence = one U+FFFD) until the
+    // decoded length reaches the prefix.
+    let mut decoded = 0;
+    let mut consumed = 0;
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        if decoded + valid.len() >= prefix.len() {
+            return consumed + (prefix.len() - decoded);
+        }
+        decoded += valid.len();
+        consumed += valid.len();
+        if !chunk.invalid().is_empty() {
+            decoded += '\u{FFFD}'.len_utf8();
+            consumed += chunk.invalid().len();
+        }
+    }
+    consumed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_only_before_a_non_space() {
+        assert_eq!(last_safe_cut("a\nb\n \nc"), Some(6));
+        assert_eq!(last_safe_cut("a\n \n"), None);
+        assert_eq!(first_safe_cut("a\n \nc\nd"), Some(4));
+        let text = "one\ntwo\n\n three\nfour\nfive\n";
+        let pieces = split_safe(text, 3);
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.len() > 1 && pieces.iter().all(|p| !p.is_empty()));
+        assert!(pieces[1..].iter().all(|p| !p.starts_with(char::is_whitespace)));
+    }
+
+    #[test]
+    fn blocks_cover_the_file_exactly_with_python_replacement() {
+        let dir = std::env::temp_dir().join(format!("toksmith-read-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.txt");
+        // Lines of mixed width, invalid bytes (a lone continuation byte, a cut 3-byte sequence,
+        // an encoded surrogate) and runs of blank lines.
+        let mut bytes = Vec::new();
+        for i in 0..300 {
+            bytes.extend_from_slice(format!("line {i} héllo wörld 世界\n").as_bytes());
+            if i % 7 == 0 {
+                bytes.extend_from_slice(b"bad \x80 \xe4\xb8 \xed\xa0\x80 end\n\n  \n");
+            }
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let whole = String::from_utf8_lossy(&bytes).into_owned();
+        for size in [1, 7, 64, 1000, 1 << 20] {
+            let (mut text, mut offset) = (String::new(), 0);
+            while offset < bytes.len() as u64 {
+                let (block, next) = read_block(&path, offset, size).unwrap();
+                assert!(next > offset);
+                text.push_str(&block);
+                offset = next;
+            }
+            assert_eq!(text, whole, "block size {size}");
+        }
+        // What Python's errors="replace" gives for the bad line.
+        assert!(whole.contains("bad \u{FFFD} \u{FFFD} \u{FFFD}\u{FFFD}\u{FFFD} end"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
