@@ -445,7 +445,7 @@ def main() -> None:
         print(f"| {t} | {c} | {e} | {a:.1f} | {b:.1f} | {r1} | {r2} |")
     if worst_table:
         size_label = "100 KB" if args.quick else "1 MB"
-        print(f"\n### Worst cases ({size_label} each, single call; time per byte relative to the same encoder on English)\n")
+        print(f"\n### Worst cases ({size_label} each, best of 3 single calls; time per byte relative to the same encoder on English)\n")
         print("| tokenizer | encoder | " + " | ".join(WORST_CASES) + " |")
         print("|---|---|" + "---:|" * len(WORST_CASES))
         rows: dict[tuple[str, str], dict[str, str]] = {}
