@@ -582,6 +582,11 @@ impl BpeModel {
         })
     }
 
+    /// `encode_ordinary`, appending to `out`.
+    pub fn encode_ordinary_into(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.encode_text(text, out)
+    }
+
     fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         with_chunk_cache(self.uid, |cache| {
             let mut scratch = Vec::new();

@@ -228,9 +228,14 @@ impl PyBpeModel {
     /// without it: list building overlaps the encoding instead of following it.
     fn encode_batch<'py>(&self, py: Python<'py>, texts: Vec<PyBackedStr>, allowed: Vec<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
-        let encode_one = |t: &str| -> Result<Vec<u32>, Error> {
+        // Appends the ids of `t` to `out` (a group's shared buffer).
+        let encode_one = |t: &str, out: &mut Vec<u32>| -> Result<(), Error> {
             match catch_unwind(AssertUnwindSafe(|| {
-                if allowed.is_empty() { self.inner.encode_ordinary(t) } else { self.inner.encode(t, |id| allowed.contains(&id)) }
+                if allowed.is_empty() {
+                    self.inner.encode_ordinary_into(t, out)
+                } else {
+                    self.inner.encode_until(t, |id| allowed.contains(&id), usize::MAX, out).map(|_| ())
+                }
             })) {
                 Ok(r) => r,
                 Err(panic) => Err(Error::new(ErrorKind::Internal, panic_message(panic))),
@@ -240,22 +245,48 @@ impl PyBpeModel {
         let mut lists: Vec<Option<Py<PyList>>> = (0..texts.len()).map(|_| None).collect();
         let mut failure: Option<PyErr> = None;
         py.allow_threads(|| {
-            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Vec<u32>, Error>)>();
+            // Results go to this thread in groups of texts, each group's ids in one buffer: one
+            // wake-up and one allocation per group, not per text.
+            type Group = (usize, Result<(Vec<u32>, Vec<usize>), Error>);
+            let (tx, rx) = std::sync::mpsc::channel::<Group>();
             let texts = &texts;
             let encode_one = &encode_one;
+            let group = (texts.len() / 64).clamp(1, 32);
             let work = move || {
-                texts.par_iter().enumerate().for_each_with(tx, |tx, (i, t)| {
-                    let _ = tx.send((i, encode_one(t)));
+                texts.par_chunks(group).enumerate().for_each_with(tx, |tx, (g, chunk)| {
+                    let bytes: usize = chunk.iter().map(|t| t.len()).sum();
+                    let mut ids = Vec::with_capacity(bytes / 3);
+                    let mut ends = Vec::with_capacity(chunk.len());
+                    let result = chunk
+                        .iter()
+                        .try_for_each(|t| {
+                            encode_one(t, &mut ids)?;
+                            ends.push(ids.len());
+                            Ok(())
+                        })
+                        .map(|()| (ids, ends));
+                    let _ = tx.send((g * group, result));
                 })
             };
-            let mut collect = |rx: std::sync::mpsc::Receiver<(usize, Result<Vec<u32>, Error>)>| {
+            let mut collect = |rx: std::sync::mpsc::Receiver<Group>| {
                 Python::with_gil(|py| {
-                    for (i, r) in rx {
-                        match r.map_err(to_py).and_then(|ids| self.to_list(py, &ids)) {
-                            Ok(list) => lists[i] = Some(list.unbind()),
+                    for (start, result) in rx {
+                        let (ids, ends) = match result {
+                            Ok(r) => r,
                             Err(e) => {
-                                failure.get_or_insert(e);
+                                failure.get_or_insert(to_py(e));
+                                continue;
                             }
+                        };
+                        let mut from = 0;
+                        for (k, &end) in ends.iter().enumerate() {
+                            match self.to_list(py, &ids[from..end]) {
+                                Ok(list) => lists[start + k] = Some(list.unbind()),
+                                Err(e) => {
+                                    failure.get_or_insert(e);
+                                }
+                            }
+                            from = end;
                         }
                     }
                 })
