@@ -26,23 +26,15 @@ def vm(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
-lib, name, directory = sys.argv[1:4]
+lib, name, directory, benchmarks = sys.argv[1:5]
 if lib == "toksmith":
     import toksmith
     load = lambda: toksmith.load(name, tiktoken_dir=directory)
 else:
-    import tiktoken, tiktoken_ext.openai_public as public
-    from tiktoken.load import load_tiktoken_bpe
-    def load():
-        ranks = load_tiktoken_bpe(f"{directory}/{name}.tiktoken")
-        original = public.load_tiktoken_bpe
-        public.load_tiktoken_bpe = lambda *a, **k: ranks
-        try:
-            params = getattr(public, name)()
-        finally:
-            public.load_tiktoken_bpe = original
-        return tiktoken.Encoding(params["name"], pat_str=params["pat_str"], mergeable_ranks=ranks,
-                                 special_tokens=params["special_tokens"])
+    import tiktoken
+    sys.path.insert(0, benchmarks)
+    from encode import tiktoken_encoding  # tiktoken's constants, the shared ranks file
+    load = lambda: tiktoken_encoding(name)
 before = vm("VmRSS")
 start = time.perf_counter()
 enc = load()
@@ -53,7 +45,7 @@ print(json.dumps({"seconds": seconds, "rss": vm("VmHWM") - before}))
 
 
 def measure(lib: str, name: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", WORKER, lib, name, str(TIKTOKEN_DIR)],
+    out = subprocess.run([sys.executable, "-c", WORKER, lib, name, str(TIKTOKEN_DIR), str(Path(__file__).parent)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 

@@ -647,15 +647,14 @@ impl BpeModel {
         }
         scratch.clear();
         self.initial_symbols(bytes, scratch)?;
+        let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
         if scratch.len() <= SHORT_CHUNK {
-            let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
             self.merge_short(scratch, level_bytes);
             out.extend_from_slice(scratch);
             if let Some(key) = key {
                 cache.insert(key, scratch);
             }
         } else {
-            let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
             self.merge_long(scratch, level_bytes, out);
         }
         Ok(())
@@ -784,17 +783,8 @@ impl BpeModel {
             on_heap.resize(pairs, NO_MERGE);
             &mut on_heap
         };
-        match bytes {
-            Some(b) if !self.byte_pairs.is_empty() => {
-                for i in 0..pairs {
-                    ranks[i] = self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize];
-                }
-            }
-            _ => {
-                for i in 0..pairs {
-                    ranks[i] = self.merge_of(symbols[i], symbols[i + 1]);
-                }
-            }
+        for (i, rank) in ranks[..pairs].iter_mut().enumerate() {
+            *rank = self.initial_pair(symbols, bytes, i);
         }
         loop {
             let mut best = NO_MERGE.0;
@@ -818,6 +808,16 @@ impl BpeModel {
             if at < pairs {
                 ranks[at] = self.merge_of(symbols[at], symbols[at + 1]);
             }
+        }
+    }
+
+    /// (rank, merged id) of symbols i and i+1 before any merge: from the dense byte-pair table
+    /// when `bytes` are the chunk's bytes at byte level, else from the merge map.
+    #[inline]
+    fn initial_pair(&self, symbols: &[u32], bytes: Option<&[u8]>, i: usize) -> (u32, u32) {
+        match bytes {
+            Some(b) if !self.byte_pairs.is_empty() => self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize],
+            _ => self.merge_of(symbols[i], symbols[i + 1]),
         }
     }
 
@@ -846,19 +846,14 @@ impl BpeModel {
             self.merge_long(&initial[..half], bytes.map(|b| &b[..half]), out);
             return self.merge_long(&initial[half..], bytes.map(|b| &b[half..]), out);
         }
-        const END: u32 = u32::MAX;
         let n = initial.len() as u32;
         let mut sym: Vec<u32> = initial.to_vec();
         let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut next: Vec<u32> = (1..=n).collect();
         let mut alive = vec![true; n as usize];
-        let first_rank = |i: usize| match bytes {
-            Some(b) if !self.byte_pairs.is_empty() => self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize].0,
-            _ => self.merge_of(sym[i], sym[i + 1]).0,
-        };
         let mut queue = RankBuckets::new();
         for i in 0..n as usize - 1 {
-            let rank = first_rank(i);
+            let rank = self.initial_pair(&sym, bytes, i).0;
             if rank != NO_MERGE.0 {
                 queue.add(rank, i as u32);
             }
@@ -887,7 +882,7 @@ impl BpeModel {
                 }
                 let mut lower = false;
                 let p = prev[i as usize];
-                if p != END && p < n {
+                if p < n {  // u32::MAX: no previous symbol
                     let (r, _) = self.merge_of(sym[p as usize], sym[i as usize]);
                     if r != NO_MERGE.0 {
                         queue.add(r, p);
