@@ -6,6 +6,8 @@ from hypothesis import strategies as st
 
 import toksmith
 
+from conftest import data_path
+
 TEXTS = ["Hello, world! Grüße 世界 😀👍🏽 12345", "def f(x):\n    return x  # 注释\n", " " * 50 + "x", ""]
 
 
@@ -93,6 +95,24 @@ def test_encode_to_numpy(tok):
     assert [a.tolist() for a in arrays] == [tok.encode(t) for t in TEXTS]
     with pytest.raises(toksmith.EncodeError, match="dtype"):
         tok.encode_to_numpy("x", dtype="int8")
+    # Special tokens follow encode's rules; arrays are writable (one copy, no Python ints).
+    text = "a<|endoftext|>b"
+    assert tok.encode_to_numpy(text, allowed_special="all").tolist() == tok.encode(text, allowed_special="all")
+    with pytest.raises(toksmith.SpecialTokenError):
+        tok.encode_to_numpy([TEXTS[0], text])
+    assert tok.encode_to_numpy(text, disallowed_special=()).tolist() == tok.encode(text, disallowed_special=())
+    arr = tok.encode_to_numpy(TEXTS[1], num_threads=2)
+    arr[0] = 0
+    assert tok.encode_to_numpy([], dtype="uint16") == []
+
+
+def test_encode_to_numpy_real_vocabulary():
+    pytest.importorskip("numpy")
+    o200k = toksmith.load("o200k_base", tiktoken_dir=data_path("tokenizers", "tiktoken"))
+    text = "Grüße aus Köln, 世界! " * 50
+    assert o200k.encode_to_numpy(text).tolist() == o200k.encode(text)
+    with pytest.raises(toksmith.EncodeError, match="uint32"):
+        o200k.encode_to_numpy(text, dtype="uint16")
 
 
 def test_safe_from_many_python_threads(tok):

@@ -429,6 +429,17 @@ class Tokenizer:
             raise EncodeError(f"dtype must be uint16 or uint32, not {dtype}")
         if self.vocab_size > np.iinfo(dtype).max + 1:
             raise EncodeError(f"{self.vocab_size} ids do not fit in {dtype}; use dtype='uint32'")
+        if self._model is not None:
+            # Byte-level BPE: Rust writes the ids straight into the arrays' buffers.
+            texts = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
+            allowed, regex = self._special_rules(allowed_special, disallowed_special)
+            for text in texts:
+                self._refuse_disallowed(text, regex)
+            with _text_errors():
+                buffers = self._model.encode_arrays(texts, [self.special_tokens[s] for s in allowed], num_threads,
+                                                    dtype.itemsize)
+            arrays = [np.frombuffer(b, dtype=dtype) for b in buffers]
+            return arrays[0] if isinstance(text_or_texts, str) else arrays
         kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
         if isinstance(text_or_texts, str):
             return np.asarray(self.encode(text_or_texts, **kwargs), dtype=dtype)

@@ -96,12 +96,26 @@ impl ChunkCache {
         (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FRONT_BITS)) as usize
     }
 
+    /// Starts loading the front set of `key` into the CPU cache, so that the `get` that follows
+    /// a little later does not wait for it.
+    #[inline(always)]
+    fn prefetch(&self, key: u128) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let set: *const FrontSet = &self.front[Self::set(key)];
+            // SAFETY: a prefetch is only a hint; the address is that of a live element.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(set as *const i8) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
+    }
+
     /// Appends the cached ids of `key` to `out`; false if not cached.
     #[inline]
     fn get(&self, key: u128, out: &mut Vec<u32>) -> bool {
         for slot in &self.front[Self::set(key)].0 {
             if slot.key == key {
-                out.extend_from_slice(&slot.ids[..slot.len as usize]);
+                push_up_to_3(out, &slot.ids, slot.len as usize);
                 return true;
             }
         }
@@ -135,6 +149,21 @@ impl ChunkCache {
         }
         self.index.insert(key, (self.ids.len() as u32, ids.len() as u32));
         self.ids.extend_from_slice(ids);
+    }
+}
+
+/// Appends `ids[..len]` (`len` <= 3) to `out`. Copies all three ids, then sets the length:
+/// a fixed-size copy instead of a `memcpy` call of variable length, once per cached chunk.
+#[inline(always)]
+fn push_up_to_3(out: &mut Vec<u32>, ids: &[u32; 3], len: usize) {
+    assert!(len <= 3);
+    out.reserve(3);
+    let at = out.len();
+    // SAFETY: `reserve(3)` makes room for three more ids after `at`; only `len` of them, all
+    // just written, become part of the vector.
+    unsafe {
+        std::ptr::copy_nonoverlapping(ids.as_ptr(), out.as_mut_ptr().add(at), 3);
+        out.set_len(at + len);
     }
 }
 
@@ -592,6 +621,27 @@ impl BpeModel {
             let mut scratch = Vec::new();
             match &self.pretokenizer {
                 None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
+                Some(p) if self.options.level == Level::Byte => {
+                    // One chunk behind the scanner: while a chunk is encoded, the cache line its
+                    // successor will look up is already on its way (most chunks are answered by
+                    // that one load, so its latency would otherwise be paid on every chunk).
+                    let mut result = Ok(());
+                    let mut pending: (&[u8], Option<u128>) = (&[], None);
+                    p.for_each_chunk(text, |chunk| {
+                        let key = pack_short(chunk.as_bytes());
+                        if let Some(key) = key {
+                            cache.prefetch(key);
+                        }
+                        if result.is_ok() && !pending.0.is_empty() {
+                            result = self.encode_chunk_keyed(pending.0, pending.1, out, &mut scratch, cache);
+                        }
+                        pending = (chunk.as_bytes(), key);
+                    })?;
+                    if result.is_ok() && !pending.0.is_empty() {
+                        result = self.encode_chunk_keyed(pending.0, pending.1, out, &mut scratch, cache);
+                    }
+                    result
+                }
                 Some(p) => {
                     let mut result = Ok(());
                     p.for_each_chunk(text, |chunk| {
@@ -622,12 +672,19 @@ impl BpeModel {
     /// `encode_chunk` with this thread's cache already in hand (borrowed once per text).
     #[inline]
     fn encode_chunk_with(&self, bytes: &[u8], out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
         // Short chunks repeat a lot (" the", " tokenizer"): at byte level their results are
         // cached per thread, whether they are one token or several.
         let key = if self.options.level == Level::Byte { pack_short(bytes) } else { None };
+        self.encode_chunk_keyed(bytes, key, out, scratch, cache)
+    }
+
+    /// `encode_chunk_with` given the chunk's cache key (`pack_short` of its bytes at byte
+    /// level, else None).
+    #[inline(always)]
+    fn encode_chunk_keyed(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
         if let Some(key) = key {
             if cache.get(key, out) {
                 return Ok(());

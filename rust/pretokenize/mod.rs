@@ -61,9 +61,9 @@ impl Pretokenizer {
             .map_err(|e| {
                 Error::new(
                     ErrorKind::InvalidPattern,
-                    format!("pre-tokenization pattern {pattern:?} does not compile: {e}. \
+                    format!("pre-tokenization pattern {} does not compile: {e}. \
                              Use one of the named patterns (gpt2, cl100k, o200k) or fix the regex \
-                             (syntax of the fancy-regex crate: Perl/Python-like, with lookaround)."),
+                             (syntax of the fancy-regex crate: Perl/Python-like, with lookaround).", shorten(pattern)),
                 )
             })?;
         Ok(Pretokenizer { engine: Engine::Regex(regex), pattern: pattern.to_string() })
@@ -110,6 +110,15 @@ impl Pretokenizer {
         let mut out = Vec::new();
         self.for_each_chunk(text, |c| out.push(c))?;
         Ok(out)
+    }
+}
+
+/// A pattern quoted for an error message, cut after 200 chars: a text passed where a pattern
+/// was expected should not fill the terminal.
+fn shorten(pattern: &str) -> String {
+    match pattern.char_indices().nth(200) {
+        Some((cut, _)) => format!("{:?}... ({} chars)", &pattern[..cut], pattern.chars().count()),
+        None => format!("{pattern:?}"),
     }
 }
 
@@ -196,6 +205,15 @@ mod tests {
     fn invalid_pattern_is_an_error() {
         let e = Pretokenizer::new("(unclosed").unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidPattern);
+        assert!(e.message.contains("\"(unclosed\""), "{}", e.message);
+    }
+
+    #[test]
+    fn a_long_invalid_pattern_is_cut_in_the_message() {
+        let text = "(?".to_string() + &"é".repeat(100_000);
+        let e = Pretokenizer::new(&text).unwrap_err();
+        assert!(e.message.len() < 1000, "{} bytes", e.message.len());
+        assert!(e.message.contains("(100002 chars)"), "{}", e.message);
     }
 
     #[test]

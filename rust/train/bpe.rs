@@ -166,13 +166,13 @@ impl Words {
 /// `Delta`, and the parts are added in word order, so the result is the same for any number
 /// of threads (counts are sums; word lists come out sorted either way).
 ///
-/// A max-heap holds one (count, pair) entry per pair: pushed when the pair appears, with a count
+/// A max-queue holds one (count, pair) entry per pair: pushed when the pair appears, with a count
 /// that can only be too high later (a pair's count never grows once the merge that created it
 /// is over). A popped entry whose count is stale is pushed back with the current count.
 pub struct MergeLearner {
     words: Words,
     pairs: FxHashMap<Pair, PairInfo>,
-    heap: BinaryHeap<(u64, Reverse<Pair>)>,
+    queue: PairQueue,
     /// One per part of a merge, kept so that merges do not allocate them again.
     scratch: Vec<Delta>,
     merges: Vec<Pair>,
@@ -187,6 +187,67 @@ pub struct MergeLearner {
     /// the parts costs more than they save.
     min_words_per_thread: usize,
     finished: bool,
+}
+
+/// The merge queue: a max-heap of (count, pair), ties to the smallest pair, that holds only the
+/// entries counted at least `floor`; the others wait unsorted in `below` until the heap runs dry,
+/// then the floor drops and the entries that reach it move in. Training pops a few tens of
+/// thousands of pairs out of millions: keeping the rest out of the heap makes every pop and
+/// push cheaper (a shallower heap that stays in cache). The order is exactly a single heap's:
+/// every entry in the heap is at least `floor`, every entry below it under `floor`.
+struct PairQueue {
+    heap: BinaryHeap<(u64, Reverse<Pair>)>,
+    below: Vec<(u64, Pair)>,
+    floor: u64,
+}
+
+/// About this many entries enter the heap each time the floor drops.
+const QUEUE_BATCH: usize = 1 << 15;
+
+impl PairQueue {
+    fn new(entries: Vec<(u64, Pair)>) -> Self {
+        let mut queue = PairQueue { heap: BinaryHeap::new(), below: entries, floor: u64::MAX };
+        queue.refill();
+        queue
+    }
+
+    fn push(&mut self, count: u64, pair: Pair) {
+        if count >= self.floor {
+            self.heap.push((count, Reverse(pair)));
+        } else {
+            self.below.push((count, pair));
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u64, Pair)> {
+        if self.heap.is_empty() {
+            self.refill();
+        }
+        self.heap.pop().map(|(count, Reverse(pair))| (count, pair))
+    }
+
+    /// Lowers the floor to the count of about the `QUEUE_BATCH`-th largest entry below it and
+    /// moves every entry that reaches it into the heap.
+    fn refill(&mut self) {
+        if self.below.is_empty() {
+            return;
+        }
+        self.floor = if self.below.len() <= QUEUE_BATCH {
+            0
+        } else {
+            let k = self.below.len() - QUEUE_BATCH;
+            self.below.select_nth_unstable_by_key(k, |e| e.0).1 .0
+        };
+        let floor = self.floor;
+        let heap = &mut self.heap;
+        self.below.retain(|&(count, pair)| {
+            let moves = count >= floor;
+            if moves {
+                heap.push((count, Reverse(pair)));
+            }
+            !moves
+        });
+    }
 }
 
 /// Threads a merge is split over at most: more would rarely find enough words to share.
@@ -401,11 +462,11 @@ impl MergeLearner {
         // Rare pairs can never be merged (see `absorb`).
         let min_frequency = min_frequency.max(1);
         pairs.retain(|_, info| info.count >= min_frequency);
-        let heap = pairs.iter().map(|(&p, info)| (info.count, Reverse(p))).collect();
+        let queue = PairQueue::new(pairs.iter().map(|(&p, info)| (info.count, p)).collect());
         Ok(MergeLearner {
             words,
             pairs,
-            heap,
+            queue,
             scratch: Vec::new(),
             merges: Vec::new(),
             counts: Vec::new(),
@@ -495,14 +556,14 @@ impl MergeLearner {
     /// than `max_token_length` or that the constraints forbid (both for good: the tokens only
     /// get more taken, never less).
     fn best_pair(&mut self) -> Option<(Pair, u64)> {
-        while let Some((count, Reverse(pair))) = self.heap.pop() {
+        while let Some((count, pair)) = self.queue.pop() {
             let Some(current) = self.pairs.get(&pair).map(|info| info.count) else {
                 continue; // merged, or its count fell to zero
             };
             if current != count {
                 // Stale: the count only went down since the push. Every other pair's entry is
                 // at least its count, so re-queuing keeps the top exact.
-                self.heap.push((current, Reverse(pair)));
+                self.queue.push(current, pair);
                 continue;
             }
             if count < self.min_frequency {
@@ -601,7 +662,7 @@ impl MergeLearner {
                     words.extend_from_slice(&d.side(is_left).slots[sym as usize].1);
                 }
                 self.pairs.insert(key, PairInfo { count: n, words });
-                self.heap.push((n, Reverse(key)));
+                self.queue.push(n, key);
             }
         }
         for is_left in [true, false] {
