@@ -96,6 +96,14 @@ impl ChunkCache {
         (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FRONT_BITS)) as usize
     }
 
+    /// Whether results for `key` also go to the map: not for chunks of up to 4 bytes, which
+    /// take about as long to merge again as to look up in a map that is not in the CPU cache
+    /// (text that is all such chunks, e.g. random accented letters, would only churn the map).
+    #[inline(always)]
+    fn indexed(key: u128) -> bool {
+        (key >> 120) as usize > 4
+    }
+
     /// Starts loading the front set of `key` into the CPU cache, so that the `get` that follows
     /// a little later does not wait for it.
     #[inline(always)]
@@ -119,6 +127,9 @@ impl ChunkCache {
                 return true;
             }
         }
+        if !Self::indexed(key) {
+            return false;
+        }
         match self.index.get(&key) {
             Some(&(start, len)) => {
                 out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
@@ -139,7 +150,7 @@ impl ChunkCache {
             slot.key = key;
             slot.len = ids.len() as u32;
             slot.ids[..ids.len()].copy_from_slice(ids);
-            if ids.len() == 1 {
+            if ids.len() == 1 || !Self::indexed(key) {
                 return;
             }
         }

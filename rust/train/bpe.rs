@@ -123,16 +123,47 @@ impl Words {
     /// Byte-level words from groups of (chunk, count), in group order: byte `b` is symbol `b`.
     /// The groups are turned into words on the current rayon pool, one group per task.
     pub fn from_chunk_groups(groups: Vec<Vec<(Vec<u8>, u64)>>) -> Self {
-        let parts: Vec<Words> = groups.into_par_iter().map(|chunks| Self::build(chunks, |c, out| out.extend(c.iter().map(|&b| b as u32)))).collect();
-        let mut words = Words { symbols: Vec::new(), start: Vec::new(), len: Vec::new(), freq: Vec::new() };
-        for part in parts {
-            let offset = words.symbols.len();
-            words.start.extend(part.start[..part.len.len()].iter().map(|s| s + offset));
-            words.symbols.extend_from_slice(&part.symbols);
-            words.len.extend_from_slice(&part.len);
-            words.freq.extend_from_slice(&part.freq);
+        // Each group fills its own slices of the final buffers, found from the sizes of the
+        // groups before it: no serial copy of the whole corpus afterwards.
+        let (mut n_words, mut n_symbols) = (0, 0);
+        let offsets: Vec<(usize, usize)> = groups
+            .iter()
+            .map(|g| {
+                let at = (n_words, n_symbols);
+                n_words += g.len();
+                n_symbols += g.iter().map(|(c, _)| c.len()).sum::<usize>();
+                at
+            })
+            .collect();
+        // Zeroed allocations come from the OS untouched; the pages are filled in parallel below.
+        let mut words = Words { symbols: vec![0; n_symbols], start: vec![0; n_words + 1], len: vec![0; n_words], freq: vec![0; n_words] };
+        let mut slices = Vec::with_capacity(groups.len());
+        let (mut symbols, mut start, mut len, mut freq) = (&mut words.symbols[..], &mut words.start[..], &mut words.len[..], &mut words.freq[..]);
+        for (k, g) in groups.iter().enumerate() {
+            let size = offsets.get(k + 1).map_or(n_symbols, |o| o.1) - offsets[k].1;
+            let (s, rest) = std::mem::take(&mut symbols).split_at_mut(size);
+            symbols = rest;
+            let (st, rest) = std::mem::take(&mut start).split_at_mut(g.len());
+            start = rest;
+            let (l, rest) = std::mem::take(&mut len).split_at_mut(g.len());
+            len = rest;
+            let (f, rest) = std::mem::take(&mut freq).split_at_mut(g.len());
+            freq = rest;
+            slices.push((s, st, l, f, offsets[k].1));
         }
-        words.start.push(words.symbols.len());
+        start[0] = n_symbols; // the last entry, left over after every group took its part
+        groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, start, len, freq, base))| {
+            let mut at = 0;
+            for (k, (chunk, n)) in chunks.into_iter().enumerate() {
+                start[k] = base + at;
+                len[k] = chunk.len() as u32;
+                freq[k] = n;
+                for (s, &b) in symbols[at..at + chunk.len()].iter_mut().zip(&chunk) {
+                    *s = b as u32;
+                }
+                at += chunk.len();
+            }
+        });
         words
     }
 
@@ -190,24 +221,26 @@ pub struct MergeLearner {
 }
 
 /// The merge queue: a max-heap of (count, pair), ties to the smallest pair, that holds only the
-/// entries counted at least `floor`; the others wait unsorted in `below` until the heap runs dry,
-/// then the floor drops and the entries that reach it move in. Training pops a few tens of
-/// thousands of pairs out of millions: keeping the rest out of the heap makes every pop and
-/// push cheaper (a shallower heap that stays in cache). The order is exactly a single heap's:
-/// every entry in the heap is at least `floor`, every entry below it under `floor`.
+/// entries counted at least `floor`; the others wait unsorted in buckets by the power of two
+/// below their count, until the heap runs dry; then the highest waiting bucket moves in and the
+/// floor drops to its power of two. Training pops a few tens of thousands of pairs out of
+/// millions: keeping the rest out of the heap makes every pop and push cheaper (a shallower heap
+/// that stays in cache), and an entry waiting in a bucket costs nothing until it is needed. The
+/// order is exactly a single heap's: every entry in the heap is at least `floor`, every entry
+/// in a bucket under it.
 struct PairQueue {
     heap: BinaryHeap<(u64, Reverse<Pair>)>,
-    below: Vec<(u64, Pair)>,
+    /// `below[b]`: entries with a count in [2^b, 2^(b+1)), all under `floor`.
+    below: Vec<Vec<(u64, Pair)>>,
     floor: u64,
 }
 
-/// About this many entries enter the heap each time the floor drops.
-const QUEUE_BATCH: usize = 1 << 15;
-
 impl PairQueue {
     fn new(entries: Vec<(u64, Pair)>) -> Self {
-        let mut queue = PairQueue { heap: BinaryHeap::new(), below: entries, floor: u64::MAX };
-        queue.refill();
+        let mut queue = PairQueue { heap: BinaryHeap::new(), below: vec![Vec::new(); 64], floor: u64::MAX };
+        for (count, pair) in entries {
+            queue.push(count, pair);
+        }
         queue
     }
 
@@ -215,38 +248,19 @@ impl PairQueue {
         if count >= self.floor {
             self.heap.push((count, Reverse(pair)));
         } else {
-            self.below.push((count, pair));
+            self.below[count.max(1).ilog2() as usize].push((count, pair));
         }
     }
 
     fn pop(&mut self) -> Option<(u64, Pair)> {
-        if self.heap.is_empty() {
-            self.refill();
+        while self.heap.is_empty() {
+            // The highest waiting bucket moves into the heap; the floor drops to its bound.
+            let b = self.below.iter().rposition(|bucket| !bucket.is_empty())?;
+            let bucket = std::mem::take(&mut self.below[b]);
+            self.floor = 1 << b;
+            self.heap.extend(bucket.into_iter().map(|(count, pair)| (count, Reverse(pair))));
         }
         self.heap.pop().map(|(count, Reverse(pair))| (count, pair))
-    }
-
-    /// Lowers the floor to the count of about the `QUEUE_BATCH`-th largest entry below it and
-    /// moves every entry that reaches it into the heap.
-    fn refill(&mut self) {
-        if self.below.is_empty() {
-            return;
-        }
-        self.floor = if self.below.len() <= QUEUE_BATCH {
-            0
-        } else {
-            let k = self.below.len() - QUEUE_BATCH;
-            self.below.select_nth_unstable_by_key(k, |e| e.0).1 .0
-        };
-        let floor = self.floor;
-        let heap = &mut self.heap;
-        self.below.retain(|&(count, pair)| {
-            let moves = count >= floor;
-            if moves {
-                heap.push((count, Reverse(pair)));
-            }
-            !moves
-        });
     }
 }
 
@@ -475,7 +489,7 @@ impl MergeLearner {
             min_frequency,
             max_token_length,
             constraints: None,
-            min_words_per_thread: 256,
+            min_words_per_thread: 64,
             finished: false,
         })
     }
@@ -835,6 +849,16 @@ mod tests {
         let sorted = learn_on(1, 1, words.clone());
         words.reverse();
         assert_eq!(learn_on(2, 1, words), sorted);
+    }
+
+    #[test]
+    fn words_from_chunk_groups_are_the_chunks_in_group_order() {
+        let groups = vec![vec![(b"ab".to_vec(), 3), (b"c".to_vec(), 1)], vec![], vec![(b"hello".to_vec(), 7)]];
+        let expected: Vec<(Vec<u32>, u64)> = groups.iter().flatten().map(|(c, n)| (c.iter().map(|&b| b as u32).collect(), *n)).collect();
+        let words = Words::from_chunk_groups(groups);
+        let plain = Words::new(expected);
+        assert_eq!((&words.symbols, &words.start, &words.len, &words.freq), (&plain.symbols, &plain.start, &plain.len, &plain.freq));
+        assert_eq!(words.get(2), &[104, 101, 108, 108, 111]);
     }
 
     #[test]
