@@ -234,6 +234,9 @@ impl Text<'_> {
         if let Some(end) = self.o200k_ascii_word(i) {
             return end;
         }
+        if let Some(end) = self.o200k_ascii_other(i) {
+            return end;
+        }
         let (f, len) = self.at(i);
         // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
         // engine backtracking) without. Marks are both in P and in U and W, so both can match.
@@ -300,6 +303,33 @@ impl Text<'_> {
         // `U*W+` when small letters follow the capitals, else `U+W*` (W* empty here).
         let end = if k > upper_end { k } else { upper_end };
         Some(self.contraction(end, true).unwrap_or(end))
+    }
+
+    /// The other common chunks of `o200k_end` (digits, punctuation, whitespace), decided
+    /// without trying the word forms: an ASCII char at `i` that `o200k_ascii_word` did not take,
+    /// followed by an ASCII char that is no letter (or by the end). Neither word form can match
+    /// there: `P?` may take the char at `i`, but no letter or mark follows it, and the char
+    /// itself is none (else `o200k_ascii_word` would have matched). None: the general path.
+    #[inline]
+    fn o200k_ascii_other(&self, i: usize) -> Option<usize> {
+        let b = self.b;
+        let c = b[i];
+        if !c.is_ascii() || b.get(i + 1).is_some_and(|n| !n.is_ascii() || n.is_ascii_alphabetic()) {
+            return None;
+        }
+        if c.is_ascii_digit() {
+            return Some(self.run_max(i, NUMBER, 3));
+        }
+        // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+        let k = if c == b' ' { i + 1 } else { i };
+        if self.at(k).0 & OTHER != 0 {
+            let mut end = self.run(k, OTHER);
+            while matches!(b.get(end), Some(b'\r' | b'\n' | b'/')) {
+                end += 1;
+            }
+            return Some(end);
+        }
+        Some(self.o200k_spaces_end(i))
     }
 
     /// `U*W+` from `k`, as the backtracking engine matches it. The greedy `U*` takes the whole
