@@ -12,11 +12,11 @@ compared too:
 - the four shared .model files written back by toksmith: ``sentencepiece`` on both files;
 - tokenizers trained by toksmith on botchan.txt and 1 MB of the Japanese handbook (Unigram, and
   SentencePiece-style BPE with byte fallback), saved as tokenizer.json and as .model: each
-  library against toksmith's ``encode(text, disallowed_special=())``. A .model difference is
-  checked to come from the normalizers (``sentencepiece.normalize`` against toksmith's) or, for
-  Unigram, from single precision (the .model stores scores as floats, and toksmith's
-  SentencePiece loader, which adds path scores as sentencepiece does, reads it with
-  sentencepiece's ids).
+  library against toksmith's ``encode(text, disallowed_special=())``; a .model difference is
+  checked for a normalizer difference (``sentencepiece.normalize`` against toksmith's). The
+  Unigram also on the lines joined into documents of about 200,000 characters (path scores far
+  beyond what float32 holds exactly), and what rounding its scores to multiples of 1/64 costs
+  (bytes per token, log-likelihood, against the same training with the scores as learned).
 
     .venv/bin/python benchmarks/export_parity.py                 # 300,000 characters per file
     .venv/bin/python benchmarks/export_parity.py --chars 2000000
@@ -108,7 +108,6 @@ def trained(texts: list[str], tmp: Path) -> None:
     import tokenizers
 
     import toksmith
-    from toksmith.formats.sentencepiece import load_sentencepiece
 
     botchan = [line for line in (DATA / "corpora" / "en" / "botchan.txt").read_text(encoding="utf-8").splitlines()
                if line.strip()]
@@ -127,18 +126,70 @@ def trained(texts: list[str], tmp: Path) -> None:
         tok.save(tmp / "t.model", format="sentencepiece")
         sp = spm.SentencePieceProcessor(model_file=str(tmp / "t.model"))
         got = sp.encode(texts)
-        differ = [(t, b) for t, a, b in zip(texts, ours, got) if a != b]
-        normalized = [(t, b) for t, b in differ if sp.normalize(t) != tok.pipeline.normalizer.normalize(t)]
-        note = f"{len(normalized)} of {len(differ)} normalize differently"
-        if options.get("algorithm") == "unigram":
-            # The others: the .model (scores stored in single precision) read by toksmith's
-            # SentencePiece loader (single-precision path sums, as sentencepiece) gives sentencepiece's ids.
-            single = load_sentencepiece(tmp / "t.model")
-            rest = [(t, b) for t, b in differ if (t, b) not in normalized]
-            note += f", {sum(single.encode(t, disallowed_special=()) == b for t, b in rest)} of the {len(rest)} " \
-                    f"others are near-ties decided by single precision"
+        differ = [t for t, a, b in zip(texts, ours, got) if a != b]
+        normalized = sum(sp.normalize(t) != tok.pipeline.normalizer.normalize(t) for t in differ)
         report(f"trained {label} as .model: sentencepiece vs toksmith", texts, len(differ),
-               sum(sp.decode(a) != tok.decode(a) for a in ours), note)
+               sum(sp.decode(a) != tok.decode(a) for a in ours), f"{normalized} of {len(differ)} normalize differently")
+        if options.get("algorithm") == "unigram":
+            docs = documents(texts)
+            ours = [tok.encode(d, disallowed_special=()) for d in docs]
+            for what, lib, got in (("sentencepiece", sp, sp.encode(docs)),
+                                   ("tokenizers", hf, [e.ids for e in hf.encode_batch(docs, add_special_tokens=False)])):
+                report(f"the same Unigram on {len(docs)} documents of ~200,000 characters: {what} vs toksmith", docs,
+                       sum(a != b for a, b in zip(ours, got)), sum(lib.decode(a) != tok.decode(a) for a in ours))
+            score_rounding(botchan + japanese, tok, texts, docs, tmp)
+
+
+def documents(texts: list[str], size: int = 200_000) -> list[str]:
+    """The lines joined into documents of about ``size`` characters: their path scores go far
+    beyond what single precision holds exactly (SentencePiece's float32 sums)."""
+    docs, current, length = [], [], 0
+    for t in texts:
+        current.append(t)
+        length += len(t) + 1
+        if length >= size:
+            docs.append("\n".join(current))
+            current, length = [], 0
+    return docs
+
+
+def score_rounding(corpus: list[str], tok, texts: list[str], docs: list[str], tmp: Path) -> None:
+    """What rounding the trained Unigram scores to multiples of 1/64 costs, and what it buys: the
+    same training with the scores as learned, both encoding the texts (log-likelihoods under the
+    scores as learned; the unknown piece scores the lowest score minus 10), and that one's
+    .model in sentencepiece."""
+    import sentencepiece as spm
+
+    import toksmith
+    from toksmith.train_subword import TrainedUnigram
+
+    grid = TrainedUnigram.SCORE_GRID
+    TrainedUnigram.SCORE_GRID = None
+    try:
+        exact = toksmith.train(corpus, vocab_size=8000, algorithm="unigram")
+    finally:
+        TrainedUnigram.SCORE_GRID = grid
+    pieces = exact.pipeline.model.pieces
+    if [p for p, _ in pieces] != [p for p, _ in tok.pipeline.model.pieces]:
+        print("(score rounding: the two trainings learned different pieces; not compared)")
+        return
+    scores = exact.pipeline.model.lattice_scores
+    unk = min(s for s in scores if s > -float("inf")) - 10
+    ours = [tok.encode(t, disallowed_special=()) for t in texts]
+    theirs = [exact.encode(t, disallowed_special=()) for t in texts]
+    size = sum(len(t.encode("utf-8")) for t in texts)
+    print()
+    for what, ids in (("scores rounded to 1/64", ours), ("scores as learned", theirs)):
+        n = sum(map(len, ids))
+        ll = sum(scores[i] if i != 0 else unk for x in ids for i in x)
+        print(f"Unigram 8,000, {what}: {size / n:.5f} bytes/token, log-likelihood {ll:,.1f} ({ll / n:.6f} per token)")
+    print(f"{sum(a != b for a, b in zip(ours, theirs)):,} of {len(texts):,} lines segmented differently by the two")
+    exact.save(tmp / "exact.model", format="sentencepiece")
+    sp = spm.SentencePieceProcessor(model_file=str(tmp / "exact.model"))
+    lines = sum(a != b for a, b in zip(theirs, sp.encode(texts)))
+    long = sum(exact.encode(d, disallowed_special=()) != b for d, b in zip(docs, sp.encode(docs)))
+    print(f"with the scores as learned, sentencepiece on its .model differs from toksmith on {lines:,} lines and "
+          f"{long} of the {len(docs)} documents\n")
 
 
 def main() -> None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from types import MappingProxyType
 
 from .errors import FormatError
 
@@ -32,7 +34,7 @@ class PrecompiledCharsmap:
 
     def __init__(self, precompiled: bytes) -> None:
         self.precompiled = bytes(precompiled)
-        self.table: dict[str, str] = _read_rules(self.precompiled) if self.precompiled else {}
+        self.table: Mapping[str, str] = _cached_rules(self.precompiled) if self.precompiled else {}
         self._lengths = _lengths_by_start(self.table)
         self._scanners: dict[frozenset[str], tuple[re.Pattern[str] | None, dict[str, tuple[int, ...]]]] = {}
 
@@ -86,8 +88,16 @@ class PrecompiledCharsmap:
         """A regex finding the next position where a rule or protected string may start, and
         the lengths of the protected strings by first character."""
         if protected not in self._scanners:
-            starts = set(self._lengths) | {p[0] for p in protected}
-            scanner = re.compile(_char_class(starts)) if starts else None
+            # A character starts a match if it has a rule of its own or starts a protected
+            # string; one that only begins longer rules (a letter of a composition such as
+            # "A" + U+0300) only when the next character is the second of such a rule. Plain
+            # letters then cost no Python step.
+            single = {k for k in self.table if len(k) == 1} | {p[0] for p in protected}
+            longer = [k for k in self.table if len(k) > 1 and k[0] not in single]
+            parts = [_char_class(single)] if single else []
+            if longer:
+                parts.append(f"{_char_class({k[0] for k in longer})}(?={_char_class({k[1] for k in longer})})")
+            scanner = re.compile("|".join(parts)) if parts else None
             self._scanners[protected] = (scanner, _lengths_by_start(protected))
         return self._scanners[protected]
 
@@ -112,6 +122,13 @@ def _char_class(chars: Iterable[str]) -> str:
         parts.append(re.escape(lo) if i == j else f"{re.escape(lo)}-{re.escape(hi)}")
         i = j + 1
     return "[" + "".join(parts) + "]"
+
+
+@lru_cache(maxsize=8)
+def _cached_rules(blob: bytes) -> Mapping[str, str]:
+    """The rules of a blob, read once per process (reading the NFKC map takes about a second,
+    and every tokenizer trained with it, or loaded, has one); read-only, as instances share it."""
+    return MappingProxyType(_read_rules(blob))
 
 
 def _read_rules(blob: bytes) -> dict[str, str]:

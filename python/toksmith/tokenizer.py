@@ -493,8 +493,12 @@ class Tokenizer:
     def to_dict(self) -> dict:
         """The self-describing JSON form that :meth:`save` writes."""
         if self._pipeline is not None:
-            raise FormatError("this tokenizer was loaded from another format and has no toksmith JSON form yet; "
-                              "keep using its original file")
+            # Only byte-level BPE has a toksmith JSON form; the others have a native format that
+            # toksmith.load reads back with the same normalizer and model.
+            raise FormatError("toksmith's own JSON format holds byte-level BPE only; save this tokenizer with "
+                              "format='hf' (tokenizer.json) or, if it is SentencePiece-style (loaded from a .model, or "
+                              "trained with algorithm='unigram' or pattern='metaspace'), format='sentencepiece'; "
+                              "toksmith.load reads either back")
         names = {i: bytes_to_token(b) for i, b in self._tokens.items()}
         return {
             "format": FORMAT_NAME,

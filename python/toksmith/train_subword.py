@@ -35,8 +35,6 @@ _SEPARATOR = "\uffff"  # joins distinct words for one normalizer call; no normal
 _WS_RUN = re.compile(pre_tokenizers.WHITESPACE.pattern + "+")
 _META_WORDS = re.compile(f"{META}[^{META}]*|[^{META}]+")  # Metaspace's split (merged with next)
 _BERT_WORDS = re.compile(f"{pre_tokenizers.PUNCTUATION.pattern}|[^{pre_tokenizers.PUNCTUATION.pattern[1:-1]}]+")
-#: The whitespace the Unigram normalizer collapses, as an Oniguruma class (exportable to HF).
-_WS_CLASS = "[\\t\\n\\x{0B}\\x{0C}\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]+"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,8 +264,9 @@ def train_unigram(
 ) -> Tokenizer:
     """Trains a Unigram language-model tokenizer (SentencePiece's algorithm) on ``source``.
 
-    Text is normalized (``normalization="nfkc"`` or None; runs of whitespace become one space,
-    stripped at both ends), spaces become ``▁`` and every word starts with one
+    Text is normalized (``normalization="nfkc"`` or None, see :func:`sentencepiece_normalizer`;
+    runs of whitespace become one space, stripped at both ends), spaces become ``▁`` and every
+    word starts with one
     (``add_dummy_prefix``: the first word too). Pieces never cross words, and never hold ``▁``
     except first.
 
@@ -287,7 +286,9 @@ def train_unigram(
     - ``hard_vocab_limit``: fail if the corpus cannot fill ``vocab_size`` (else return fewer).
 
     Differences from SentencePiece are listed in ``rust/train/unigram.rs``. Encoding is Viterbi;
-    see :func:`unigram_nbest` and :func:`unigram_sample` for n-best lists and sampling.
+    see :func:`unigram_nbest` and :func:`unigram_sample` for n-best lists and sampling. Scores
+    are rounded to multiples of 1/64 so that ``save(format="sentencepiece")`` (float32 sums) and
+    ``save(format="hf")`` (double sums) encode exactly as toksmith does (:class:`TrainedUnigram`).
     """
     if normalization not in ("nfkc", None):
         raise TrainingError(f"normalization must be 'nfkc' or None, not {normalization!r}")
@@ -315,13 +316,13 @@ def train_unigram(
         raise TrainingError(f"vocab_size={vocab_size} leaves no room for pieces after {reserved} reserved ids "
                             f"(unk, control and user-defined symbols, byte pieces); raise it")
 
-    nfkc = normalizers.UnicodeForm("NFKC") if normalization == "nfkc" else None
+    normalize = _charsmap_normalize(normalization)
     for symbol in users:
-        # Training cuts them out of the raw text, encoding finds them in the normalized text.
-        if (nfkc is not None and nfkc.normalize(symbol) != symbol) or _WS_RUN.search(symbol) or META in symbol:
+        # SentencePiece leaves them as written; Hugging Face's normalizer (in an export) does not.
+        if (normalize is not None and normalize(symbol) != symbol) or _WS_RUN.search(symbol) or META in symbol:
             raise TrainingError(f"the user-defined symbol {symbol!r} holds whitespace or ▁, or changes under "
                                 f"{normalization} normalization; pick a symbol without them")
-    words = _count_metaspace_words(source, users, nfkc, add_dummy_prefix, text_field=text_field,
+    words = _count_metaspace_words(source, users, normalize, add_dummy_prefix, text_field=text_field,
                                    max_chars_per_doc=max_chars_per_doc, num_threads=num_threads,
                                    show_progress=show_progress)
     chars = set().union(*words)
@@ -365,13 +366,13 @@ def run_em(trainer, num_sub_iterations: int, show_progress: bool = False) -> lis
     return history
 
 
-def _count_metaspace_words(source, cut: list[str], nfkc, add_dummy_prefix: bool, **reading) -> dict[str, int]:
-    """Counts of the Metaspace words of ``source`` (normalized with ``nfkc`` if given), the
-    ``cut`` strings taken out of the text; TrainingError when there are none."""
+def _count_metaspace_words(source, cut: list[str], normalize, add_dummy_prefix: bool, **reading) -> dict[str, int]:
+    """Counts of the Metaspace words of ``source`` (each raw word put through ``normalize`` if
+    given), the ``cut`` strings taken out of the text; TrainingError when there are none."""
     counter = _core.RawWordCounter("whitespace", cut, not add_dummy_prefix, reading.pop("num_threads"))
     _count_raw_words(counter, source, **reading)
     raw, firsts = counter.take()
-    words = metaspace_words(raw, firsts, nfkc.normalize if nfkc else None)
+    words = metaspace_words(raw, firsts, normalize)
     if not words:
         raise TrainingError("the training data has no words; check the source (and text_field for JSON Lines)")
     return words
@@ -449,14 +450,31 @@ class TrainedUnigram(models.Unigram):
     """A :class:`toksmith.models.Unigram` with SentencePiece's piece kinds: ``exclude`` (control
     symbols) and ``byte_ids`` never match text (byte pieces only stand in for the bytes of
     uncovered characters); ``user_defined`` pieces are matched with a score that beats any other
-    spelling of them, as in SentencePiece. ``pieces`` keeps the scores as trained (0.0 for
-    reserved pieces, as SentencePiece files store them); ``lattice_scores`` are the ones used."""
+    spelling of them, as in SentencePiece. ``pieces`` keeps the scores (0.0 for reserved pieces,
+    as SentencePiece files store them); ``lattice_scores`` are the ones used.
+
+    Scores are rounded to multiples of ``1 / SCORE_GRID`` (1/64). Then every path score is a
+    multiple of 1/64 too, which single precision (24 bits) holds exactly up to 2**18 = 262,144:
+    SentencePiece's float32 sums (the .model), Hugging Face's double ones (tokenizer.json) and
+    toksmith's (double, like Hugging Face's) are then the same numbers, and all three break exact
+    ties alike (the segmentation whose last piece starts first), so all three choose the same
+    segmentation. SentencePiece 0.2.3 brings its running sum back to 0 whenever it passes
+    100,000, so there this holds for texts of any length; without that (versions before 0.2.3
+    were not checked), for texts whose best path scores above -262,144 (some 25,000 pieces).
+    Not covered: text holding user-defined symbols, which SentencePiece scores at
+    float32(-0.1), off the grid. The rounding moves a piece's log probability by at most 1/128
+    (``benchmarks/export_parity.py`` measures bytes per token and log-likelihood with and
+    without it: no measurable change).
+    """
 
     USER_DEFINED_SCORE = -0.1  # SentencePiece: bytes * max(normal score, FLT_MIN) - 0.1, i.e. about -0.1
+    SCORE_GRID: int | None = 64  # scores are multiples of 1/64 (None: as given, to measure the rounding)
 
     def __init__(self, pieces, *, unk_id: int, byte_fallback: bool, exclude=(), byte_ids=(), user_defined=()) -> None:
         import math
 
+        grid = self.SCORE_GRID
+        pieces = [(p, float(s) if grid is None else round(float(s) * grid) / grid) for p, s in pieces]
         byte_ids, user_defined = frozenset(byte_ids), frozenset(user_defined)
         # The inference model finds byte pieces in its table: a score of -inf keeps them out of
         # every path while byte fallback can still use them.
@@ -464,26 +482,45 @@ class TrainedUnigram(models.Unigram):
                                for i, (_, s) in enumerate(pieces)]
         lattice = [(p, s) for (p, _), s in zip(pieces, self.lattice_scores)]
         super().__init__(lattice, unk_id=unk_id, byte_fallback=byte_fallback, fuse_unk=True, exclude=exclude)
-        self.pieces = [(p, float(s)) for p, s in pieces]
+        self.pieces = pieces
         self.exclude = frozenset(exclude) | byte_ids
         self.byte_ids = byte_ids
         self.user_defined = user_defined
 
 
-def sentencepiece_normalizer(normalization: str | None = "nfkc", add_dummy_prefix: bool = True):
-    """SentencePiece's text handling with the Unicode normalization of this toolkit: NFKC
-    (optional), whitespace runs to one space, stripped (``remove_extra_whitespaces``), the ``▁``
-    dummy prefix on non-empty text, spaces as ``▁``, and trailing ``▁`` dropped (SentencePiece
-    drops them once spaces are ``▁``, so a ``▁`` written at the end of the text goes too).
+def sentencepiece_normalizer(normalization: str | None = "nfkc", add_dummy_prefix: bool = True,
+                             user_defined: Iterable[str] = ()):
+    """The normalizer of toksmith's SentencePiece-style tokenizers: SentencePiece's own
+    (:class:`~toksmith.formats.sentencepiece.SentencePieceNormalizer`) with the character map
+    that ``save(format="sentencepiece")`` writes into the .model
+    (:func:`~toksmith.formats.sentencepiece_writer.toksmith_charsmap`: SentencePiece's ``nfkc``
+    rules, or none, plus every whitespace character to a space); then runs of spaces to one,
+    stripped, the ``▁`` dummy prefix on non-empty text, spaces as ``▁``, trailing ``▁`` dropped
+    (a ``▁`` written at the end of the text too). ``user_defined`` strings pass unnormalized.
+
+    The rules, not Python's NFKC of the whole text, so that toksmith, the written .model and the
+    tokenizer.json (a ``Precompiled`` normalizer) normalize alike: NFKC also reorders combining
+    marks (Arabic shadda and a vowel sign), which SentencePiece's rules do not.
 
     >>> sentencepiece_normalizer().normalize("  ﬁne\tday ▁")
     '▁fine▁day'
     """
-    steps = [normalizers.UnicodeForm("NFKC")] if normalization == "nfkc" else []
-    steps += [normalizers.Replace(_WS_CLASS, " ", is_regex=True), normalizers.Strip()]
-    steps += [normalizers.Prepend(META)] if add_dummy_prefix else []
-    steps += [normalizers.Replace(" ", META), normalizers.Replace(f"{META}+\\z", "", is_regex=True)]
-    return normalizers.Sequence(steps)
+    from .formats.sentencepiece import SentencePieceNormalizer
+    from .formats.sentencepiece_writer import toksmith_charsmap
+
+    return SentencePieceNormalizer(toksmith_charsmap(normalization), add_dummy_prefix=add_dummy_prefix,
+                                   user_defined=user_defined)
+
+
+def _charsmap_normalize(normalization: str | None):
+    """What the normalizer does to one raw word (no whitespace in it) before it is split and
+    prefixed: the character map; None when there is nothing but whitespace rules to apply."""
+    if normalization is None:
+        return None  # the map then only turns whitespace, which splits raw words, into spaces
+    from .charsmap import PrecompiledCharsmap
+    from .formats.sentencepiece_writer import toksmith_charsmap
+
+    return PrecompiledCharsmap(toksmith_charsmap(normalization)).normalize
 
 
 def unigram_tokenizer(pieces, *, unk: str = "<unk>", control_symbols=(), user_defined_symbols=(), byte_fallback=False,
@@ -499,7 +536,8 @@ def unigram_tokenizer(pieces, *, unk: str = "<unk>", control_symbols=(), user_de
                            byte_ids=range(first_byte, first_byte + len(byte_pieces)),
                            user_defined=range(1 + len(controls), first_byte))
     # User-defined symbols are pieces of the lattice that always win (not cut out of the text
-    # first), so that the spaces around them are handled as SentencePiece does.
+    # first), so that the spaces around them are handled as SentencePiece does; the normalizer
+    # leaves them as written, as SentencePiece's does.
     meta = dict(metadata or {}, user_defined_symbols=users)
     return _sentencepiece_style(model, unk=unk, control_symbols=controls, byte_fallback=byte_fallback,
                                 add_dummy_prefix=add_dummy_prefix, normalization=normalization, metadata=meta)
@@ -518,7 +556,8 @@ def _sentencepiece_style(model, *, unk, control_symbols, byte_fallback, add_dumm
     steps += [decoders.Fuse(), decoders.Strip(META, decoders.Strip.ALL, 0), decoders.Replace(META, " ")]
     # The normalizer adds the dummy prefix (Metaspace would not before a ▁ written in the text);
     # Metaspace splits the words.
-    pipeline = Pipeline(model, normalizer=sentencepiece_normalizer(normalization, add_dummy_prefix),
+    normalizer = sentencepiece_normalizer(normalization, add_dummy_prefix, metadata.get("user_defined_symbols", ()))
+    pipeline = Pipeline(model, normalizer=normalizer,
                         pre_tokenizer=pre_tokenizers.Metaspace(META, "never"), decoder=decoders.Sequence(steps),
                         added_tokens=added)
     meta = dict(metadata)
@@ -549,8 +588,9 @@ def train_sentencepiece_bpe(
     show_progress: bool = False,
 ) -> Tokenizer:
     """Trains a BPE tokenizer the way SentencePiece's BPE works (``toksmith.train(...,
-    level="char", pattern="metaspace")``): the text is normalized as for Unigram (NFKC or none,
-    whitespace runs to one space, stripped), words start with ``▁``, merges join characters
+    level="char", pattern="metaspace")``): the text is normalized as for Unigram
+    (:func:`sentencepiece_normalizer`: SentencePiece's NFKC rules or none, whitespace runs to one
+    space, stripped), words start with ``▁``, merges join characters
     within words (most frequent pair first, toksmith's tie rule) and never cross them.
 
     Ids: ``unk`` (0), ``control_symbols`` (special tokens), the 256 byte pieces with
@@ -579,10 +619,9 @@ def train_sentencepiece_bpe(
     if limit_alphabet is not None:
         _check_int("limit_alphabet", limit_alphabet, 1)
 
-    nfkc = normalizers.UnicodeForm("NFKC") if normalization == "nfkc" else None
-    words = _count_metaspace_words(source, reserved, nfkc, add_dummy_prefix, text_field=text_field,
-                                   max_chars_per_doc=max_chars_per_doc, num_threads=num_threads,
-                                   show_progress=show_progress)
+    words = _count_metaspace_words(source, reserved, _charsmap_normalize(normalization), add_dummy_prefix,
+                                   text_field=text_field, max_chars_per_doc=max_chars_per_doc,
+                                   num_threads=num_threads, show_progress=show_progress)
     with tempfile.TemporaryDirectory(prefix="toksmith-words-") as folder:
         # The BPE trainer reads (chunk, count) tables from files: the words are the chunks.
         path = os.path.join(folder, "words.tsv")

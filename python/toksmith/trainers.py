@@ -92,8 +92,8 @@ def train(
       ``limit_alphabet`` most frequent ones; the last character of a chunk carries
       ``end_of_word_suffix``, e.g. ``"</w>"``). Characters outside the alphabet become ``<unk>``,
       or their bytes ``<0x00>``..``<0xFF>`` with ``byte_fallback=True``. With ``pattern="metaspace"``:
-      SentencePiece-style BPE instead (NFKC, ``▁`` words, ``<unk>`` and ``special_tokens``
-      (default ``<s>``, ``</s>``) first; options ``normalization=``, ``add_dummy_prefix=``), which
+      SentencePiece-style BPE instead (SentencePiece's NFKC rules, ``▁`` words, ``<unk>`` and
+      ``special_tokens`` (default ``<s>``, ``</s>``) first; options ``normalization=``, ``add_dummy_prefix=``), which
       ``save(format="sentencepiece")`` writes as a ``.model`` (see
       :func:`toksmith.train_subword.train_sentencepiece_bpe`).
 

@@ -35,8 +35,10 @@ What has to be mapped for Unigram, and how:
   own (``Replace``); byte pieces to text (``ByteFallback``); then the leading ``▁`` of the text are
   dropped (``Strip``) and the others become spaces.
 
-Trained tokenizers keep their own normalizer, Metaspace pre-tokenizer and decoder (they are
-Hugging Face components already); only the reserved pieces are handled as above. BPE needs no
+Trained tokenizers normalize as SentencePiece does, with the character map their .model carries:
+their normalizer becomes the loaded models' one above (``Precompiled`` and whitespace steps).
+They keep their Metaspace pre-tokenizer and decoder (Hugging Face components already); only the
+reserved pieces are handled as above. BPE needs no
 blocking: a merge list never forms a piece it has no merge for, so the reserved pieces only move
 from the added tokens into the model's vocabulary. A BPE ``.model`` becomes Hugging Face's BPE
 over the whole normalized text with the merges toksmith's loader derives from the scores (every
@@ -46,9 +48,11 @@ with unused or user-defined pieces are refused.
 Where the export can differ from SentencePiece (the tests measure how often):
 
 - SentencePiece adds path scores in single precision, Hugging Face in double: a text whose two
-  best segmentations are that close can come out differently.
+  best segmentations are that close can come out differently (not for trained Unigram, whose
+  scores are multiples of 1/64: exact in both, see :class:`~toksmith.train_subword.TrainedUnigram`).
 - Hugging Face applies the character map per grapheme cluster (shortest rule), SentencePiece
-  longest rule first: a few combining sequences normalize differently.
+  longest rule first: a few combining sequences normalize differently (trained tokenizers too,
+  whose normalizer is SentencePiece's).
 - Decoding ids that encoding never gives: byte pieces that are not valid UTF-8 (SentencePiece
   keeps the valid parts, Hugging Face replaces the whole run), a ``▁`` spelled in byte pieces, and
   several leading ``▁`` pieces (SentencePiece drops the first ``▁`` of each).
@@ -107,7 +111,7 @@ def _trained_bpe(pipeline: Pipeline) -> Pipeline:
     vocab = dict(m.get_vocab(), **{t.content: t.id for t in pipeline.added_tokens})
     o = m.options
     model = HFBPE(vocab, m.merges, unk_token=o["unk_token"], byte_fallback=o["byte_fallback"], fuse_unk=o["fuse_unk"])
-    return Pipeline(model, normalizer=pipeline.normalizer, pre_tokenizer=pipeline.pre_tokenizer,
+    return Pipeline(model, normalizer=_normalizer(pipeline.normalizer), pre_tokenizer=pipeline.pre_tokenizer,
                     post_processor=pipeline.post_processor, decoder=pipeline.decoder, added_tokens=[])
 
 
@@ -122,7 +126,7 @@ def _trained(pipeline: Pipeline) -> Pipeline:
     blocker = _reserved_blocker(pieces, reserved, lattice, m.byte_fallback)
     pre_tokenizer = pipeline.pre_tokenizer if blocker is None else pre.Sequence([pipeline.pre_tokenizer, blocker])
     model = HFUnigram(_scored(pieces, lattice), unk_id=m.unk_id, byte_fallback=m.byte_fallback)
-    return Pipeline(model, normalizer=pipeline.normalizer, pre_tokenizer=pre_tokenizer,
+    return Pipeline(model, normalizer=_normalizer(pipeline.normalizer), pre_tokenizer=pre_tokenizer,
                     post_processor=pipeline.post_processor, decoder=pipeline.decoder, added_tokens=[])
 
 

@@ -19,15 +19,15 @@ Byte-level BPE (GPT-2, tiktoken, toksmith's default) cannot be written: Sentence
 characters of normalized text and has no regex pre-tokenization.
 
 Layout of the trained ones (SentencePiece's): ``<unk>``, control symbols, user-defined symbols,
-byte pieces, then the learned pieces. Their normalizer is written as a character map that
-SentencePiece compiles from rules (:func:`toksmith_charsmap`): SentencePiece's ``nfkc`` rules (or
-none) plus every whitespace character toksmith turns into a space; SentencePiece then removes
-extra spaces and adds the ``▁`` dummy prefix as toksmith does. Where the two can still differ:
-NFKC of the text as a whole (Python) against SentencePiece's rules applied piece by piece
-(combining marks that NFKC reorders, e.g. Arabic shadda before a vowel sign, and characters
-newer than one of the two Unicode tables); and for Unigram, near-ties between segmentations:
-the file stores scores in single precision and SentencePiece adds path scores in single
-precision, toksmith in double (``benchmarks/export_parity.py`` measures both).
+byte pieces, then the learned pieces. Their normalizer is written as the character map they
+normalize with, which SentencePiece compiles from rules (:func:`toksmith_charsmap`):
+SentencePiece's ``nfkc`` rules (or none) plus every whitespace character mapped to a space;
+SentencePiece then removes extra spaces and adds the ``▁`` dummy prefix, as toksmith's
+normalizer (SentencePiece's algorithm) does. Unigram scores are stored in single precision and
+SentencePiece adds path scores in single precision, toksmith in double: trained scores are
+multiples of 1/64, which both hold and add exactly, so both choose the same segmentation (see
+:class:`toksmith.train_subword.TrainedUnigram` for the limits; ``benchmarks/export_parity.py``
+measures it).
 
 Needs the ``sentencepiece`` package (for its protobuf module and rule compiler).
 """
@@ -78,9 +78,10 @@ def library_charsmap(rule: str) -> bytes:
 
 @lru_cache(maxsize=2)
 def toksmith_charsmap(normalization: str | None) -> bytes:
-    """A character map doing what toksmith's trained normalizer does character by character:
-    SentencePiece's ``nfkc`` rules (``normalization="nfkc"``) and every whitespace character
-    toksmith collapses mapped to a space. SentencePiece compiles it from a rules file."""
+    """The character map of toksmith's trained SentencePiece-style tokenizers, which they
+    normalize with and their .model and tokenizer.json carry: SentencePiece's ``nfkc`` rules
+    (``normalization="nfkc"``) and every whitespace character toksmith splits words at mapped to
+    a space. SentencePiece compiles it from a rules file (once per process: about a second)."""
     from ..charsmap import PrecompiledCharsmap
     from ..pre_tokenizers import WHITESPACE
 
@@ -281,7 +282,8 @@ def _trained_proto(tokenizer, pieces: list[tuple[str, float, int]], model_type: 
 
     norm = proto.normalizer_spec
     norm.name = f"toksmith_{normalization or 'identity'}"  # compiled from rules: see toksmith_charsmap
-    norm.precompiled_charsmap = toksmith_charsmap(normalization)
+    # The map the tokenizer itself normalizes with (toksmith_charsmap(normalization)).
+    norm.precompiled_charsmap = tokenizer.pipeline.normalizer.charsmap.precompiled
     norm.add_dummy_prefix = bool(meta.get("add_dummy_prefix", True))
     norm.remove_extra_whitespaces = True
     norm.escape_whitespaces = True
