@@ -35,6 +35,7 @@ test-python: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'  # the peers (pyproject: bench)
 	$(PY) benchmarks/encode.py
 
 clean:
