@@ -127,8 +127,24 @@ def _char_class(chars: Iterable[str]) -> str:
 @lru_cache(maxsize=8)
 def _cached_rules(blob: bytes) -> Mapping[str, str]:
     """The rules of a blob, read once per process (reading the NFKC map takes about a second,
-    and every tokenizer trained with it, or loaded, has one); read-only, as instances share it."""
-    return MappingProxyType(_read_rules(blob))
+    and every tokenizer trained with it, or loaded, has one) and kept on disk between processes
+    (:mod:`toksmith._cache`, named by the blob's digest); read-only, as instances share it."""
+    import json
+
+    from . import _cache
+
+    name = _cache.key(blob)
+    stored = _cache.load("charsmap-rules", name)
+    if stored is not None:
+        try:
+            rules = json.loads(stored.decode("utf-8"))
+            if isinstance(rules, dict):
+                return MappingProxyType(rules)
+        except ValueError:
+            pass  # damaged: read the blob again (and store it anew)
+    rules = _read_rules(blob)
+    _cache.store("charsmap-rules", name, json.dumps(rules, ensure_ascii=False).encode("utf-8"))
+    return MappingProxyType(rules)
 
 
 def _read_rules(blob: bytes) -> dict[str, str]:

@@ -75,6 +75,17 @@ pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)
         let at_end = got == 0 || bytes.len() < want;
         // Decoding stops before a sequence cut by the block end: it is read again next time.
         let valid = if at_end { bytes.len() } else { complete_prefix(&bytes) };
+        // The usual case, valid UTF-8: checked by the fast validator, and the buffer becomes
+        // the text without a copy. Otherwise the replacing decoder below.
+        if let Ok(text) = std::str::from_utf8(&bytes[..valid]) {
+            if let Some(cut) = if at_end { Some(text.len()) } else { last_safe_cut(text) } {
+                bytes.truncate(cut);
+                let text = String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::Internal, "a valid prefix is valid"))?;
+                return Ok((text, offset + cut as u64));
+            }
+            want *= 2; // no safe point yet: read on
+            continue;
+        }
         let text = String::from_utf8_lossy(&bytes[..valid]);
         let cut = if at_end { Some(text.len()) } else { last_safe_cut(&text) };
         if let Some(cut) = cut {

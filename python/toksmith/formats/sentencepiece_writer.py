@@ -81,10 +81,19 @@ def toksmith_charsmap(normalization: str | None) -> bytes:
     """The character map of toksmith's trained SentencePiece-style tokenizers, which they
     normalize with and their .model and tokenizer.json carry: SentencePiece's ``nfkc`` rules
     (``normalization="nfkc"``) and every whitespace character toksmith splits words at mapped to
-    a space. SentencePiece compiles it from a rules file (once per process: about a second)."""
+    a space. SentencePiece compiles it from a rules file (about a second), once per process and
+    version of sentencepiece: the result is kept on disk (:mod:`toksmith._cache`)."""
+    import sentencepiece as spm
+
+    from .. import _cache
     from ..charsmap import PrecompiledCharsmap
     from ..pre_tokenizers import WHITESPACE
 
+    # Named by what it is compiled from: the library's version, the rules chosen, the whitespace.
+    name = _cache.key(spm.__version__, str(normalization), WHITESPACE.pattern, "v1")
+    stored = _cache.load("charsmap", name)
+    if stored is not None:
+        return stored
     rules = dict(PrecompiledCharsmap(library_charsmap("nfkc")).table) if normalization == "nfkc" else {}
     for code in range(0x3001):  # the whitespace class ends at U+3000
         if WHITESPACE.fullmatch(chr(code)) and code != 0x20:
@@ -94,7 +103,9 @@ def toksmith_charsmap(normalization: str | None) -> bytes:
         with open(path, "w", encoding="utf-8") as f:
             for source, target in rules.items():  # code points in hex, as SentencePiece reads them
                 f.write(" ".join(f"{ord(c):X}" for c in source) + "\t" + " ".join(f"{ord(c):X}" for c in target) + "\n")
-        return _compiled_charsmap(normalization_rule_tsv=path)
+        compiled = _compiled_charsmap(normalization_rule_tsv=path)
+    _cache.store("charsmap", name, compiled)
+    return compiled
 
 
 # ---------------------------------------------------------------------------------------------
