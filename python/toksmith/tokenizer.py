@@ -224,9 +224,7 @@ class Tokenizer:
         """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`.
         Loaded pipelines in Python (normalizers other than byte-level BPE's) run one text at a time."""
         texts = list(texts)
-        allowed, regex = self._special_rules(allowed_special, disallowed_special)
-        for text in texts:
-            self._refuse_disallowed(text, regex)
+        allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
         if not texts:
             return []
         if self._pipeline is not None:
@@ -281,8 +279,14 @@ class Tokenizer:
 
     def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
         """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
+        return self._check_batch_specials([text], allowed_special, disallowed_special)
+
+    def _check_batch_specials(self, texts: list[str], allowed_special: AllowedSpecial,
+                              disallowed_special: AllowedSpecial) -> frozenset[str]:
+        """:meth:`_check_specials` for many texts (the rules made once)."""
         allowed, regex = self._special_rules(allowed_special, disallowed_special)
-        self._refuse_disallowed(text, regex)
+        for text in texts:
+            self._refuse_disallowed(text, regex)
         return allowed
 
     def _special_rules(self, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial):
@@ -432,9 +436,7 @@ class Tokenizer:
         if self._model is not None:
             # Byte-level BPE: Rust writes the ids straight into the arrays' buffers.
             texts = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
-            allowed, regex = self._special_rules(allowed_special, disallowed_special)
-            for text in texts:
-                self._refuse_disallowed(text, regex)
+            allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
             with _text_errors():
                 buffers = self._model.encode_arrays(texts, [self.special_tokens[s] for s in allowed], num_threads,
                                                     dtype.itemsize)

@@ -632,14 +632,15 @@ impl BpeModel {
             let mut scratch = Vec::new();
             match &self.pretokenizer {
                 None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
-                Some(p) if self.options.level == Level::Byte => {
+                Some(p) => {
                     // One chunk behind the scanner: while a chunk is encoded, the cache line its
                     // successor will look up is already on its way (most chunks are answered by
                     // that one load, so its latency would otherwise be paid on every chunk).
+                    let byte_level = self.options.level == Level::Byte;
                     let mut result = Ok(());
                     let mut pending: (&[u8], Option<u128>) = (&[], None);
                     p.for_each_chunk(text, |chunk| {
-                        let key = pack_short(chunk.as_bytes());
+                        let key = if byte_level { pack_short(chunk.as_bytes()) } else { None };
                         if let Some(key) = key {
                             cache.prefetch(key);
                         }
@@ -651,15 +652,6 @@ impl BpeModel {
                     if result.is_ok() && !pending.0.is_empty() {
                         result = self.encode_chunk_keyed(pending.0, pending.1, out, &mut scratch, cache);
                     }
-                    result
-                }
-                Some(p) => {
-                    let mut result = Ok(());
-                    p.for_each_chunk(text, |chunk| {
-                        if result.is_ok() {
-                            result = self.encode_chunk_with(chunk.as_bytes(), out, &mut scratch, cache);
-                        }
-                    })?;
                     result
                 }
             }

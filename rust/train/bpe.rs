@@ -125,22 +125,14 @@ impl Words {
     pub fn from_chunk_groups(groups: Vec<Vec<(Vec<u8>, u64)>>) -> Self {
         // Each group fills its own slices of the final buffers, found from the sizes of the
         // groups before it: no serial copy of the whole corpus afterwards.
-        let (mut n_words, mut n_symbols) = (0, 0);
-        let offsets: Vec<(usize, usize)> = groups
-            .iter()
-            .map(|g| {
-                let at = (n_words, n_symbols);
-                n_words += g.len();
-                n_symbols += g.iter().map(|(c, _)| c.len()).sum::<usize>();
-                at
-            })
-            .collect();
+        let sizes: Vec<usize> = groups.iter().map(|g| g.iter().map(|(c, _)| c.len()).sum()).collect();
+        let (n_words, n_symbols) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
         // Zeroed allocations come from the OS untouched; the pages are filled in parallel below.
         let mut words = Words { symbols: vec![0; n_symbols], start: vec![0; n_words + 1], len: vec![0; n_words], freq: vec![0; n_words] };
         let mut slices = Vec::with_capacity(groups.len());
         let (mut symbols, mut start, mut len, mut freq) = (&mut words.symbols[..], &mut words.start[..], &mut words.len[..], &mut words.freq[..]);
-        for (k, g) in groups.iter().enumerate() {
-            let size = offsets.get(k + 1).map_or(n_symbols, |o| o.1) - offsets[k].1;
+        let mut base = 0;
+        for (g, &size) in groups.iter().zip(&sizes) {
             let (s, rest) = std::mem::take(&mut symbols).split_at_mut(size);
             symbols = rest;
             let (st, rest) = std::mem::take(&mut start).split_at_mut(g.len());
@@ -149,7 +141,8 @@ impl Words {
             len = rest;
             let (f, rest) = std::mem::take(&mut freq).split_at_mut(g.len());
             freq = rest;
-            slices.push((s, st, l, f, offsets[k].1));
+            slices.push((s, st, l, f, base));
+            base += size;
         }
         start[0] = n_symbols; // the last entry, left over after every group took its part
         groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, start, len, freq, base))| {

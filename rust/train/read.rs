@@ -7,6 +7,7 @@
 //! named pattern crosses.
 
 use crate::error::{Error, ErrorKind, Result};
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -75,25 +76,24 @@ pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)
         let at_end = got == 0 || bytes.len() < want;
         // Decoding stops before a sequence cut by the block end: it is read again next time.
         let valid = if at_end { bytes.len() } else { complete_prefix(&bytes) };
-        // The usual case, valid UTF-8: checked by the fast validator, and the buffer becomes
-        // the text without a copy. Otherwise the replacing decoder below.
-        if let Ok(text) = std::str::from_utf8(&bytes[..valid]) {
-            if let Some(cut) = if at_end { Some(text.len()) } else { last_safe_cut(text) } {
-                bytes.truncate(cut);
-                let text = String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::Internal, "a valid prefix is valid"))?;
-                return Ok((text, offset + cut as u64));
-            }
-            want *= 2; // no safe point yet: read on
-            continue;
-        }
-        let text = String::from_utf8_lossy(&bytes[..valid]);
+        // Valid UTF-8 (the usual case) is checked by the fast validator; only text that is not
+        // goes through the slower replacing decoder.
+        let text = match std::str::from_utf8(&bytes[..valid]) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(&bytes[..valid]),
+        };
         let cut = if at_end { Some(text.len()) } else { last_safe_cut(&text) };
         if let Some(cut) = cut {
-            // Bytes up to the cut: the decoded text up to it came from exactly those bytes
-            // when nothing was replaced; otherwise count them again from the source.
-            let consumed = if matches!(text, std::borrow::Cow::Borrowed(_)) { cut } else { bytes_for_chars(&bytes[..valid], &text[..cut]) };
-            let text = text[..cut].to_string();
-            return Ok((text, offset + consumed as u64));
+            if let Cow::Owned(mut text) = text {
+                // Something was replaced: count the bytes up to the cut again from the source.
+                let consumed = bytes_for_chars(&bytes[..valid], &text[..cut]);
+                text.truncate(cut);
+                return Ok((text, offset + consumed as u64));
+            }
+            // Nothing replaced: the bytes up to the cut are the text, taken without a copy.
+            bytes.truncate(cut);
+            let text = String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::Internal, "a valid prefix is valid"))?;
+            return Ok((text, offset + cut as u64));
         }
         want *= 2; // no safe point yet: read on
     }

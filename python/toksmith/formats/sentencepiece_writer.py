@@ -89,7 +89,8 @@ def toksmith_charsmap(normalization: str | None) -> bytes:
     from ..charsmap import PrecompiledCharsmap
     from ..pre_tokenizers import WHITESPACE
 
-    # Named by what it is compiled from: the library's version, the rules chosen, the whitespace.
+    # Named by what it is compiled from: the library's version, the rules chosen, the whitespace
+    # class, and "v1", the version of the rule-building code below (change it when that does).
     name = _cache.key(spm.__version__, str(normalization), WHITESPACE.pattern, "v1")
     stored = _cache.load("charsmap", name)
     if stored is not None:
