@@ -127,6 +127,20 @@ def test_safe_from_many_python_threads(tok):
     assert [ids for k in range(8) for ids in batches[k]] == [expected[i] for k in range(8) for i in range(k, len(texts), 8)]
 
 
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_batch_of_many_groups_keeps_order(tok, num_threads):
+    """More texts than one group (64+): groups are encoded by the calling thread and the pool
+    in any order and put back in the order given; the lists behave as ordinary lists."""
+    import gc
+
+    texts = [f"{TEXTS[k % 3]} {k}" * (k % 5) for k in range(1000)]
+    got = tok.encode_batch(texts, num_threads=num_threads)
+    assert got == [tok.encode(t) for t in texts]
+    gc.collect()
+    got[1].append("x")
+    assert got[1][-1] == "x" and got[2] == tok.encode(texts[2])
+
+
 @pytest.mark.parametrize("name", ["llama3", "qwen3"])
 def test_offsets_of_byte_level_tokenizer_json(name):
     """Loaded byte-level tokenizer.json files give spans too; their ids are HF tokenizers' own."""
