@@ -431,6 +431,40 @@ struct PyBpeTrainer {
     counts: SpillingCounts,
     num_threads: Option<usize>,
     learner: Option<MergeLearner>,
+    /// The next block of the file being counted, read on a thread of its own meanwhile.
+    read_ahead: Option<ReadAhead>,
+}
+
+/// A block being read in the background: which one, and the thread reading it.
+struct ReadAhead {
+    path: PathBuf,
+    offset: u64,
+    size: usize,
+    reader: std::thread::JoinHandle<Result<(String, u64), Error>>,
+}
+
+impl ReadAhead {
+    /// Starts reading the block of `path` at `offset` unless the file ends there; None if no
+    /// thread can be started (the block is then read when it is asked for).
+    fn start(path: &std::path::Path, offset: u64, size: usize) -> Option<ReadAhead> {
+        let len = std::fs::metadata(path).ok()?.len();
+        if offset >= len {
+            return None;
+        }
+        let p = path.to_path_buf();
+        let reader = std::thread::Builder::new().name("toksmith-read".into()).spawn(move || read_block(&p, offset, size)).ok()?;
+        Some(ReadAhead { path: path.to_path_buf(), offset, size, reader })
+    }
+
+    /// The block at `offset`: the one read ahead if it is that one, else read now.
+    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize) -> Result<(String, u64), Error> {
+        match ahead {
+            Some(a) if a.path == path && a.offset == offset && a.size == size => {
+                a.reader.join().unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))))
+            }
+            _ => read_block(path, offset, size),
+        }
+    }
 }
 
 /// The learner holds the corpus as words and every pair's word list: freeing that takes tens of
@@ -457,6 +491,7 @@ impl PyBpeTrainer {
                 counts: SpillingCounts::new(max_memory, spill_dir),
                 num_threads,
                 learner: None,
+                read_ahead: None,
             })
         })
     }
@@ -479,9 +514,13 @@ impl PyBpeTrainer {
     fn add_file_block(&mut self, py: Python<'_>, path: PathBuf, offset: u64, size: usize) -> PyResult<u64> {
         let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
         let counts = &mut self.counts;
+        let read_ahead = &mut self.read_ahead;
         py.allow_threads(|| {
             guard(|| {
-                let (text, next) = read_block(&path, offset, size)?;
+                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size)?;
+                // The next block is read while this one is counted: reading is otherwise the
+                // one part of counting that no other thread shares.
+                *read_ahead = ReadAhead::start(&path, next, size);
                 with_threads(threads, || {
                     // Several pieces per thread, so that threads finishing early find work.
                     let pieces = split_safe(&text, 4 * rayon::current_num_threads());
