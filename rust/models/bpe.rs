@@ -67,7 +67,7 @@ struct FrontSet([FrontSlot; 2]);
 /// 2^FRONT_BITS sets of 64 bytes (1 MB) stay in the L2 cache. A few thousand words make up
 /// most chunk occurrences of real text, so most chunks are answered here with one cache-resident
 /// load, instead of probing the multi-megabyte token table.
-const FRONT_BITS: u32 = 13;
+const FRONT_BITS: u32 = 14;
 
 /// Per-thread, per-model memo of merge results for short chunks (byte level). A direct-mapped
 /// front for results of up to 3 ids, then a hash map whose ids live in one flat arena (no
@@ -118,15 +118,24 @@ impl ChunkCache {
         let _ = key;
     }
 
-    /// Appends the cached ids of `key` to `out`; false if not cached.
+    /// Appends the ids of `key` to `out` if the front holds them; false if not.
     #[inline]
-    fn get(&self, key: u128, out: &mut Vec<u32>) -> bool {
+    fn get_front(&self, key: u128, out: &mut Vec<u32>) -> bool {
         for slot in &self.front[Self::set(key)].0 {
             if slot.key == key {
                 push_up_to_3(out, &slot.ids, slot.len as usize);
                 return true;
             }
         }
+        false
+    }
+
+    /// Appends the ids of `key` to `out` if the map holds them; false if not. Asked after the
+    /// vocabulary (for models whose chunks may be whole tokens): a chunk missing from the front
+    /// is more often a token than a cached merge result, and each of these probes is a miss
+    /// of the CPU cache.
+    #[inline]
+    fn get_index(&self, key: u128, out: &mut Vec<u32>) -> bool {
         if !Self::indexed(key) {
             return false;
         }
@@ -689,7 +698,7 @@ impl BpeModel {
             return Ok(());
         }
         if let Some(key) = key {
-            if cache.get(key, out) {
+            if cache.get_front(key, out) {
                 return Ok(());
             }
             if self.options.ignore_merges {
@@ -698,6 +707,9 @@ impl BpeModel {
                     cache.insert(key, &[id]);
                     return Ok(());
                 }
+            }
+            if cache.get_index(key, out) {
+                return Ok(());
             }
         } else if self.options.ignore_merges {
             if let Some(id) = self.whole_token(bytes) {
