@@ -9,8 +9,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Chunks up to this many bytes use the simple quadratic scan, which is faster than a heap
-/// for the short chunks ordinary text consists of; longer ones use the O(n log n) heap.
-const SHORT_CHUNK: usize = 48;
+/// for the short chunks ordinary text consists of, and for the runs of a few tens of CJK
+/// characters that Chinese and Japanese text make; longer ones use the O(n log n) heap.
+const SHORT_CHUNK: usize = 128;
+
+/// `merge_short` keeps the ranks of up to this many pairs on the stack (most chunks are short:
+/// a larger array would cost more to fill than the allocation it saves for the longer ones).
+const STACK_PAIRS: usize = 48;
 
 /// Packs up to 15 bytes and their length into one integer (little-endian bytes, the length in
 /// the top byte), so that two different short byte strings never share a key. Reads the bytes
@@ -847,9 +852,9 @@ impl BpeModel {
         // neighbouring entries change, so each merge costs two lookups and one linear scan.
         // On the stack for the chunks this is meant for (the tests also run it on long ones).
         let mut pairs = symbols.len().saturating_sub(1);
-        let mut on_stack = [NO_MERGE; SHORT_CHUNK];
+        let mut on_stack = [NO_MERGE; STACK_PAIRS];
         let mut on_heap = Vec::new();
-        let ranks: &mut [(u32, u32)] = if pairs <= SHORT_CHUNK {
+        let ranks: &mut [(u32, u32)] = if pairs <= STACK_PAIRS {
             &mut on_stack
         } else {
             on_heap.resize(pairs, NO_MERGE);
