@@ -104,6 +104,25 @@ def test_edge_strings_identical():
             assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), (name, text[:20])
 
 
+def test_repeated_chunks_from_the_cache_identical():
+    """Chunks seen before are answered by the per-thread caches (short ones by a packed key,
+    those of 16-256 bytes by their bytes); the ids must not change from the first encoding to
+    the next, whatever the chunk lengths, and after the caches are emptied."""
+    rng = random.Random(5)
+    cjk = [chr(c) for c in range(0x4E00, 0x4E00 + 300)] + ["の", "は", "を", "ア", "ン"]
+    runs = ["".join(rng.choice(cjk) for _ in range(rng.randrange(1, 120))) for _ in range(60)]
+    words = ["x" * k for k in (1, 14, 15, 16, 17, 85, 86, 255, 256, 257, 300)] + ["Donaudampfschifffahrtsgesellschaft"]
+    text = "。".join(rng.choice(runs + words) + rng.choice(["", " ", "、"]) for _ in range(3000))
+    for name in ["cl100k_base", "o200k_base"]:
+        ours, theirs = pair(name)
+        expected = theirs.encode_ordinary(text)
+        assert ours.encode_ordinary(text) == expected
+        assert ours.encode_ordinary(text) == expected
+        toksmith._core.clear_chunk_caches()
+        assert ours.encode_ordinary(text[::-1]) == theirs.encode_ordinary(text[::-1])
+        assert ours.encode_ordinary(text) == expected
+
+
 def test_load_by_name_needs_a_directory(monkeypatch):
     monkeypatch.delenv("TOKSMITH_TIKTOKEN_DIR", raising=False)
     with pytest.raises(toksmith.FormatError, match="TOKSMITH_TIKTOKEN_DIR"):

@@ -82,8 +82,17 @@ struct ChunkCache {
     epoch: u64,
     front: Vec<FrontSet>,
     index: FxHashMap<u128, (u32, u32)>,
+    /// Results for chunks of 16 to `LONG_CHUNK` bytes (runs of CJK characters, long words),
+    /// keyed by their bytes; their ids are in `ids` too.
+    long: FxHashMap<Box<[u8]>, (u32, u32)>,
+    /// Bytes of the keys of `long`, bounded by `LONG_KEY_BYTES`.
+    long_bytes: usize,
     ids: Vec<u32>,
 }
+
+/// The longest chunk whose result is cached, and the bytes of such chunks a cache may hold.
+const LONG_CHUNK: usize = 256;
+const LONG_KEY_BYTES: usize = 8 << 20;
 
 const CACHE_ENTRIES: usize = 1 << 17;
 /// Caches kept per thread: a program alternating between a few tokenizers keeps each one's.
@@ -92,7 +101,7 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), ids: Vec::new() }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new() }
     }
 
     #[inline]
@@ -168,11 +177,42 @@ impl ChunkCache {
                 return;
             }
         }
-        if self.index.len() >= CACHE_ENTRIES {
-            self.index.clear();
-            self.ids.clear();
-        }
+        self.make_room(0);
         self.index.insert(key, (self.ids.len() as u32, ids.len() as u32));
+        self.ids.extend_from_slice(ids);
+    }
+
+    /// Empties the maps (both: they share `ids`) when another entry, with `key_bytes` of key
+    /// for `long`, would pass their bounds.
+    fn make_room(&mut self, key_bytes: usize) {
+        if self.index.len() + self.long.len() >= CACHE_ENTRIES || self.long_bytes + key_bytes > LONG_KEY_BYTES {
+            self.clear_maps();
+        }
+    }
+
+    fn clear_maps(&mut self) {
+        self.index.clear();
+        self.long.clear();
+        self.long_bytes = 0;
+        self.ids.clear();
+    }
+
+    /// Appends the cached ids of a chunk of more than 15 bytes to `out`; false if not cached.
+    #[inline]
+    fn get_long(&self, bytes: &[u8], out: &mut Vec<u32>) -> bool {
+        match self.long.get(bytes) {
+            Some(&(start, len)) => {
+                out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn insert_long(&mut self, bytes: &[u8], ids: &[u32]) {
+        self.make_room(bytes.len());
+        self.long.insert(bytes.into(), (self.ids.len() as u32, ids.len() as u32));
+        self.long_bytes += bytes.len();
         self.ids.extend_from_slice(ids);
     }
 }
@@ -217,8 +257,7 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
                     let mut c = caches.pop().unwrap();
                     c.owner = uid;
                     c.front.fill(FrontSet::default());
-                    c.index.clear();
-                    c.ids.clear();
+                    c.clear_maps();
                     c
                 } else {
                     ChunkCache::new(uid)
@@ -722,17 +761,26 @@ impl BpeModel {
                 return Ok(());
             }
         }
+        // Longer chunks at byte level (the runs of Chinese or Japanese text) repeat too, less
+        // often than words but at a higher cost each.
+        let cache_long = key.is_none() && self.options.level == Level::Byte && bytes.len() <= LONG_CHUNK;
+        if cache_long && cache.get_long(bytes, out) {
+            return Ok(());
+        }
         scratch.clear();
         self.initial_symbols(bytes, scratch)?;
         let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
+        let first = out.len();
         if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch, level_bytes);
             out.extend_from_slice(scratch);
-            if let Some(key) = key {
-                cache.insert(key, scratch);
-            }
         } else {
             self.merge_long(scratch, level_bytes, out);
+        }
+        if let Some(key) = key {
+            cache.insert(key, &out[first..]);
+        } else if cache_long {
+            cache.insert_long(bytes, &out[first..]);
         }
         Ok(())
     }
