@@ -809,7 +809,7 @@ impl BpeModel {
             self.merge_short(scratch, level_bytes, &mut cache.pairs);
             out.extend_from_slice(scratch);
         } else {
-            self.merge_long(scratch, level_bytes, out);
+            self.merge_long(scratch, level_bytes, out, &mut cache.pairs);
         }
         if let Some(key) = key {
             cache.insert(key, &out[first..]);
@@ -998,22 +998,29 @@ impl BpeModel {
     ///
     /// `bytes`: as for `merge_short` (the first ranks from the dense byte-pair table: on 1 MB of
     /// Chinese that saves a million probes of the large merge map).
-    fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>) {
+    fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
         // Positions are u32 (chunks of 4 GiB and more are not a use case; they are cut below):
         // half the memory of usize for the links and buckets, which is what this loop touches.
         if initial.len() >= u32::MAX as usize {
             let half = initial.len() / 2;
-            self.merge_long(&initial[..half], bytes.map(|b| &b[..half]), out);
-            return self.merge_long(&initial[half..], bytes.map(|b| &b[half..]), out);
+            self.merge_long(&initial[..half], bytes.map(|b| &b[..half]), out, memo);
+            return self.merge_long(&initial[half..], bytes.map(|b| &b[half..]), out, memo);
         }
         let n = initial.len() as u32;
-        let mut sym: Vec<u32> = initial.to_vec();
-        let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-        let mut next: Vec<u32> = (1..=n).collect();
-        let mut alive = vec![true; n as usize];
+        // One record per position: its symbol (`GONE` once merged into its left neighbour) and
+        // links to the neighbours still there. Together, so that visiting a position costs one
+        // cache miss, not one per array (a rare pair's positions lie far apart in 1 MB).
+        const GONE: u32 = u32::MAX;
+        #[derive(Clone, Copy)]
+        struct Node {
+            sym: u32,
+            prev: u32,
+            next: u32,
+        }
+        let mut nodes: Vec<Node> = (0..n).map(|i| Node { sym: initial[i as usize], prev: i.wrapping_sub(1), next: i + 1 }).collect();
         let mut queue = RankBuckets::new();
         for i in 0..n as usize - 1 {
-            let rank = self.initial_pair(&sym, bytes, i).0;
+            let rank = self.initial_pair(initial, bytes, i).0;
             if rank != NO_MERGE.0 {
                 queue.add(rank, i as u32);
             }
@@ -1026,32 +1033,34 @@ impl BpeModel {
                 let i = positions[k];
                 k += 1;
                 // Still this pair? Earlier merges may have consumed or changed it.
-                if !alive[i as usize] || next[i as usize] >= n {
+                let node = nodes[i as usize];
+                if node.sym == GONE || node.next >= n {
                     continue;
                 }
-                let j = next[i as usize];
-                let (r, new_id) = self.merge_of(sym[i as usize], sym[j as usize]);
+                let j = node.next;
+                let right = nodes[j as usize];
+                let (r, new_id) = memo.merge_of(self, node.sym, right.sym);
                 if r != rank {
                     continue;
                 }
-                sym[i as usize] = new_id;
-                alive[j as usize] = false;
-                next[i as usize] = next[j as usize];
-                if next[j as usize] < n {
-                    prev[next[j as usize] as usize] = i;
+                nodes[i as usize].sym = new_id;
+                nodes[j as usize].sym = GONE;
+                nodes[i as usize].next = right.next;
+                if right.next < n {
+                    nodes[right.next as usize].prev = i;
                 }
                 let mut lower = false;
-                let p = prev[i as usize];
+                let p = node.prev;
                 if p < n {  // u32::MAX: no previous symbol
-                    let (r, _) = self.merge_of(sym[p as usize], sym[i as usize]);
+                    let (r, _) = memo.merge_of(self, nodes[p as usize].sym, new_id);
                     if r != NO_MERGE.0 {
                         queue.add(r, p);
                         lower |= r < rank;
                     }
                 }
-                let q = next[i as usize];
+                let q = right.next;
                 if q < n {
-                    let (r, _) = self.merge_of(sym[i as usize], sym[q as usize]);
+                    let (r, _) = memo.merge_of(self, new_id, nodes[q as usize].sym);
                     if r != NO_MERGE.0 {
                         queue.add(r, i);
                         lower |= r < rank;
@@ -1068,8 +1077,8 @@ impl BpeModel {
         }
         let mut i = 0;
         while i < n {
-            out.push(sym[i as usize]);
-            i = next[i as usize];
+            out.push(nodes[i as usize].sym);
+            i = nodes[i as usize].next;
         }
     }
 
@@ -1156,7 +1165,7 @@ mod tests {
                 let mut short = ids.clone();
                 m.merge_short(&mut short, None, &mut PairMemo::new(4));
                 let mut long = Vec::new();
-                m.merge_long(&ids, None, &mut long);
+                m.merge_long(&ids, None, &mut long, &mut PairMemo::new(4));
                 assert_eq!(short, long, "input {:?}", String::from_utf8_lossy(&s));
             }
         }
@@ -1193,7 +1202,7 @@ mod tests {
                 let mut short = ids.clone();
                 m.merge_short(&mut short, None, &mut PairMemo::new(4));
                 let mut long = Vec::new();
-                m.merge_long(&ids, None, &mut long);
+                m.merge_long(&ids, None, &mut long, &mut PairMemo::new(4));
                 assert_eq!(short, long);
             }
         }
