@@ -191,6 +191,14 @@ impl ChunkCache {
         }
     }
 
+    /// Empties the cache for model `owner`, keeping its memory.
+    fn reset(&mut self, owner: u64) {
+        self.owner = owner;
+        self.front.fill(FrontSet::default());
+        self.clear_maps();
+        self.pairs.slots.fill([u32::MAX; 4]);
+    }
+
     fn clear_maps(&mut self) {
         self.index.clear();
         self.long.clear();
@@ -278,7 +286,12 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
             return f(&mut ChunkCache::new(uid));
         };
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        caches.retain(|c| c.epoch == epoch);
+        // Caches made before `clear_chunk_caches` are emptied and kept, not freed: their memory
+        // (megabytes) is then not faulted in again page by page.
+        for c in caches.iter_mut().filter(|c| c.epoch != epoch) {
+            c.reset(c.owner);
+            c.epoch = epoch;
+        }
         match caches.iter().position(|c| c.owner == uid) {
             Some(0) => {}
             Some(i) => {
@@ -288,10 +301,7 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
             None => {
                 let c = if caches.len() >= CACHES_PER_THREAD {
                     let mut c = caches.pop().unwrap();
-                    c.owner = uid;
-                    c.front.fill(FrontSet::default());
-                    c.clear_maps();
-                    c.pairs = PairMemo::new(PAIR_MEMO_BITS);
+                    c.reset(uid);
                     c
                 } else {
                     ChunkCache::new(uid)
