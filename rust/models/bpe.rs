@@ -47,10 +47,11 @@ fn pack_short(b: &[u8]) -> Option<u128> {
 /// Gives every model its own number, so a thread's chunk cache knows whose results it holds.
 static NEXT_MODEL_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// Bumped by `clear_chunk_caches`: every thread's caches made before are then dropped on use.
+/// Bumped by `clear_chunk_caches`: every thread's caches filled before are then emptied on use.
 static CACHE_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Empties the chunk caches of all threads (lazily: each thread drops its own on next use).
+/// Empties the chunk caches of all threads (lazily: each thread empties its own on next use,
+/// keeping their memory, so that this releases none).
 /// Benchmarks call it so that every timed run starts cold, as a peer without a cache does.
 pub fn clear_chunk_caches() {
     CACHE_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -89,7 +90,18 @@ struct ChunkCache {
     long_bytes: usize,
     ids: Vec<u32>,
     pairs: PairMemo,
+    /// Probes of `index` and their hits in the current window, and how many probes to skip:
+    /// text whose chunks never repeat (random characters) would only pay a cache miss per
+    /// probe and per insert, so the map rests while its hit rate is that low.
+    probes: u32,
+    hits: u32,
+    skip: u32,
 }
+
+/// `index` is checked over windows of this many probes; below 1/64 hits in one, it is left
+/// alone (neither asked nor filled) for the next `INDEX_REST` probes.
+const INDEX_WINDOW: u32 = 1 << 14;
+const INDEX_REST: u32 = 16 * INDEX_WINDOW;
 
 /// The longest chunk whose result is cached, and the bytes of such chunks a cache may hold.
 const LONG_CHUNK: usize = 256;
@@ -102,7 +114,7 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS) }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), probes: 0, hits: 0, skip: 0 }
     }
 
     #[inline]
@@ -150,17 +162,30 @@ impl ChunkCache {
     /// is more often a token than a cached merge result, and each of these probes is a miss
     /// of the CPU cache.
     #[inline]
-    fn get_index(&self, key: u128, out: &mut Vec<u32>) -> bool {
+    fn get_index(&mut self, key: u128, out: &mut Vec<u32>) -> bool {
         if !Self::indexed(key) {
             return false;
         }
-        match self.index.get(&key) {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        self.probes += 1;
+        let found = match self.index.get(&key) {
             Some(&(start, len)) => {
                 out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
                 true
             }
             None => false,
+        };
+        self.hits += found as u32;
+        if self.probes == INDEX_WINDOW {
+            if self.hits < INDEX_WINDOW / 64 {
+                self.skip = INDEX_REST;
+            }
+            (self.probes, self.hits) = (0, 0);
         }
+        found
     }
 
     /// Results of up to 3 ids go to the front; those of several ids (the costly ones to
@@ -178,6 +203,9 @@ impl ChunkCache {
                 return;
             }
         }
+        if self.skip > 0 {
+            return;
+        }
         self.make_room(0);
         self.index.insert(key, (self.ids.len() as u32, ids.len() as u32));
         self.ids.extend_from_slice(ids);
@@ -194,6 +222,7 @@ impl ChunkCache {
     /// Empties the cache for model `owner`, keeping its memory.
     fn reset(&mut self, owner: u64) {
         self.owner = owner;
+        (self.probes, self.hits, self.skip) = (0, 0, 0);
         self.front.fill(FrontSet::default());
         self.clear_maps();
         self.pairs.slots.fill([u32::MAX; 4]);
@@ -235,7 +264,7 @@ struct PairMemo {
     bits: u32,
 }
 
-/// 2^14 slots of 16 bytes: 256 KB, beside the chunk cache's front in the L2 cache (a larger
+/// 2^14 slots of 16 bytes: 256 KB, most of it L2-resident next to the chunk cache's front (a larger
 /// memo measured no faster).
 const PAIR_MEMO_BITS: u32 = 14;
 
@@ -943,7 +972,7 @@ impl BpeModel {
     fn merge_short(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>, memo: &mut PairMemo) {
         // ranks[i]: (rank, new id) of merging symbols i and i+1. After a merge only the two
         // neighbouring entries change, so each merge costs two lookups and one linear scan.
-        // On the stack for the chunks this is meant for (the tests also run it on long ones).
+        // On the stack up to `STACK_PAIRS` pairs (most chunks), on the heap beyond.
         let mut pairs = symbols.len().saturating_sub(1);
         let mut on_stack = [NO_MERGE; STACK_PAIRS];
         let mut on_heap = Vec::new();

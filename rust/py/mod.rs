@@ -120,10 +120,11 @@ impl PyBpeModel {
             None => i.into_pyobject(py).expect("int").into_any(),
         }))?;
         // A list of ints is in no reference cycle, so the cycle collector is told not to watch
-        // it (CPython does the same for its own tuples and dicts of atoms). Otherwise every
-        // collection walks every id of every list still alive: with thousands of results, as
-        // from a batch, that was a fifth of the time. Freed by reference counting as usual; only
-        // a cycle the caller later builds through the list itself would go unnoticed (README).
+        // it (CPython untracks tuples of atoms the same way, though never a list of its own).
+        // Otherwise every collection walks every id of every list still alive: with thousands
+        // of results, as from a batch, that was a fifth of the time. Freed by reference counting
+        // as usual; a cycle the caller later builds through the list itself (appending an
+        // object that refers back to it) would not be collected: the README says so.
         // SAFETY: `list` is a live list, made above and tracked; untracking it is always valid.
         unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
         Ok(list)
@@ -431,7 +432,9 @@ struct PyBpeTrainer {
     counts: SpillingCounts,
     num_threads: Option<usize>,
     learner: Option<MergeLearner>,
-    /// The next block of the file being counted, read on a thread of its own meanwhile.
+    /// The next block of the file being counted, read on a thread of its own meanwhile (one
+    /// thread beyond `num_threads`, copying from the page cache; its block, 8 MiB, is outside
+    /// `max_memory`, which bounds the counts).
     read_ahead: Option<ReadAhead>,
 }
 

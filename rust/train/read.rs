@@ -70,7 +70,10 @@ pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)
     let mut file = File::open(path).map_err(fail)?;
     file.seek(SeekFrom::Start(offset)).map_err(fail)?;
     let mut want = size.max(1);
-    let mut bytes = Vec::with_capacity(want);
+    // Room for the block up front, but never more than the file has left (`size` is the
+    // caller's and could be anything).
+    let left = file.metadata().map(|m| m.len().saturating_sub(offset)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(want.min(usize::try_from(left).unwrap_or(usize::MAX)));
     loop {
         let got = (&mut file).take((want - bytes.len()) as u64).read_to_end(&mut bytes).map_err(fail)?;
         let at_end = got == 0 || bytes.len() < want;
