@@ -1069,6 +1069,11 @@ impl BpeModel {
             positions.dedup();
             let mut k = 0;
             while k < positions.len() {
+                // A rank's positions lie far apart in a long chunk: each visit would wait for
+                // its node. Asking for the node a few positions ahead overlaps those waits.
+                if let Some(&ahead) = positions.get(k + 8) {
+                    crate::prefetch(&nodes[ahead as usize]);
+                }
                 let i = positions[k];
                 k += 1;
                 // Still this pair? Earlier merges may have consumed or changed it.

@@ -340,18 +340,6 @@ fn merge_word(word: &mut [u32], len: &mut u32, w: u32, f: u64, pair: Pair, new_i
     *len = j as u32;
 }
 
-/// Starts loading the cache line of `x`: a hint, it changes nothing else.
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults or writes; the address is that of a live value.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
 /// The pairs of words `range`: counts and ascending word lists.
 fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> FxHashMap<Pair, PairInfo> {
     let mut pairs: FxHashMap<Pair, PairInfo> = FxHashMap::default();
@@ -634,12 +622,12 @@ impl MergeLearner {
                 // of the word 8 ahead, and the symbols of the word 4 ahead (whose start is in by
                 // then), lets those loads overlap instead.
                 if let Some(&ahead) = run.ids.get(i + 8) {
-                    prefetch(&start[ahead as usize]);
-                    prefetch(&freq[ahead as usize]);
-                    prefetch(&run.len[(ahead - first) as usize]);
+                    crate::prefetch(&start[ahead as usize]);
+                    crate::prefetch(&freq[ahead as usize]);
+                    crate::prefetch(&run.len[(ahead - first) as usize]);
                 }
                 if let Some(&near) = run.ids.get(i + 4) {
-                    prefetch(&run.symbols[start[near as usize] - run.sym_offset]);
+                    crate::prefetch(&run.symbols[start[near as usize] - run.sym_offset]);
                 }
                 let (s, k) = (start[w as usize] - run.sym_offset, (w - first) as usize);
                 merge_word(&mut run.symbols[s..], &mut run.len[k], w, freq[w as usize], pair, new_id, delta);
