@@ -27,6 +27,9 @@ pub const PREFIX: u8 = 1 << 7;
 /// shared), plus a direct table for ASCII, the fast path.
 pub struct Classes {
     ascii: [u8; 128],
+    /// Flags of U+0080..U+07FF (the two-byte chars: Latin, Greek, Cyrillic, Hebrew, Arabic...),
+    /// direct: one load instead of the two of the block table.
+    two_byte: [u8; 0x800],
     /// `code point >> 8` -> index of its block in `blocks`
     index: Vec<u16>,
     /// the distinct blocks, 256 flag bytes each, one after the other
@@ -92,7 +95,9 @@ impl Classes {
         }
         let mut ascii = [0u8; 128];
         ascii.copy_from_slice(&flat[..128]);
-        Classes { ascii, index, blocks }
+        let mut two_byte = [0u8; 0x800];
+        two_byte.copy_from_slice(&flat[..0x800]);
+        Classes { ascii, two_byte, index, blocks }
     }
 
     /// Flags of a code point.
@@ -109,6 +114,10 @@ impl Classes {
         match b.get(i) {
             None => (0, 0),
             Some(&c) if c < 0x80 => (self.ascii[c as usize], 1),
+            Some(&c) if c < 0xe0 => {
+                let cp = ((c as usize & 0x1f) << 6) | (b[i + 1] as usize & 0x3f);
+                (self.two_byte[cp], 2)
+            }
             Some(_) => {
                 let (cp, len) = decode(b, i);
                 (self.of(cp), len)

@@ -240,11 +240,18 @@ impl Text<'_> {
         let (f, len) = self.at(i);
         // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
         // engine backtracking) without. Marks are both in P and in U and W, so both can match.
-        let starts = if f & PREFIX != 0 { [Some(i + len), Some(i)] } else { [Some(i), None] };
-        for word in [Self::upper_then_lower, Self::upper_word] {
-            for k in starts.into_iter().flatten() {
-                if let Some(end) = word(self, k) {
-                    return self.contraction(end, true).unwrap_or(end);
+        // Both forms start with a U or W char, so when neither start has one (punctuation,
+        // symbols, digits, spaces), no word is tried.
+        let word_at = |k: usize| self.at(k).0 & (UPPER | LOWER) != 0;
+        let with_prefix = f & PREFIX != 0 && word_at(i + len);
+        let without = f & (UPPER | LOWER) != 0;
+        if with_prefix || without {
+            let starts = [with_prefix.then_some(i + len), without.then_some(i)];
+            for word in [Self::upper_then_lower, Self::upper_word] {
+                for k in starts.into_iter().flatten() {
+                    if let Some(end) = word(self, k) {
+                        return self.contraction(end, true).unwrap_or(end);
+                    }
                 }
             }
         }
