@@ -23,7 +23,9 @@ timed (a peer that differs is reported and left out):
 Timings are the best of a few runs. "1 thread": each document encoded in turn on the calling
 thread. "2 threads": the batch APIs over 2 threads, on documents of --batch-kb KB.
 Worst cases (1 MB of one pathological input each, best of 3 like English) run in subprocesses with a time limit, since
-backtracking regexes and quadratic merges can take very long, or crash, on them.
+backtracking regexes and quadratic merges can take very long, or crash, on them. Their time per
+byte is compared with the same encoder's on the English text, timed in that subprocess right
+before each run of the case (the machine's speed drifts between minutes).
 --with-regex adds "toksmith-regex": toksmith with its pre-tokenization on fancy-regex instead of
 the hand-written scanners (the same regex spelled "(?:...)", which is not recognised as a named
 pattern), to measure what the scanners bring.
@@ -277,35 +279,40 @@ def best_time(fn, repeat: int, reset=lambda: None) -> float:
 # ---------------------------------------------------------------------------- worst cases
 
 
-def worker(enc_name: str, tok_name: str, size: int, cases: list[str]) -> None:
+def worker(enc_name: str, tok_name: str, size: int, english_mb: float, cases: list[str]) -> None:
     """Subprocess: encodes each worst case (best of 3, each run cold like the English runs it
-    is compared with) and prints `case seconds` (or `case error message`) as it goes."""
+    is compared with) and prints `case seconds english-seconds-per-byte` (or `case error
+    message`) as it goes. Each run of a case follows a run over the English documents, so the
+    English reference is timed in the same minutes as the case: this machine's speed drifts
+    by up to 2x from one minute to the next, and a ratio of two times taken minutes apart
+    would measure that drift as much as the encoder."""
     enc = make_encoders(tok_name, [], only=enc_name)[0]
     enc.encode("warm-up: lazily built tables are not part of any case")
+    text, _ = english(english_mb)
+    english_bytes, docs = len(text.encode()), documents(text, 256 * 1024)
     print("ready", flush=True)
     for case in cases:
         text = worst_case(case, size)
-        best = float("inf")
+        best, best_english = float("inf"), float("inf")
         try:
             for _ in range(3):
-                enc.reset()
-                t0 = time.perf_counter()
-                enc.encode(text)
-                best = min(best, time.perf_counter() - t0)
+                best_english = min(best_english, best_time(lambda: [enc.encode(d) for d in docs], 1, enc.reset))
+                best = min(best, best_time(lambda: enc.encode(text), 1, enc.reset))
         except BaseException as e:  # noqa: BLE001 - also a Rust panic (pyo3's PanicException)
             message = f"{type(e).__name__}: {e}".replace("\n", " ")
             print(case, "error", message[:120], flush=True)
             continue
-        print(case, best, flush=True)
+        print(case, best, best_english / english_bytes, flush=True)
 
 
-def run_worst_cases(enc_name: str, tok_name: str, size: int, limit: float) -> dict[str, float | str]:
-    """Seconds per case, or why there is no time: "timeout" (killed after `limit` seconds),
-    "error: ..." (the encoder failed on it) or "crash" (the process died)."""
-    results: dict[str, float | str] = {}
+def run_worst_cases(enc_name: str, tok_name: str, size: int, english_mb: float, limit: float) -> dict[str, tuple[float, float] | str]:
+    """Per case (seconds, seconds per byte of English timed next to it), or why there is no
+    time: "timeout" (killed after `limit` seconds), "error: ..." (the encoder failed on it) or
+    "crash" (the process died)."""
+    results: dict[str, tuple[float, float] | str] = {}
     remaining = list(WORST_CASES)
     while remaining:
-        cmd = [sys.executable, __file__, "--worker", enc_name, tok_name, str(size), *remaining]
+        cmd = [sys.executable, __file__, "--worker", enc_name, tok_name, str(size), str(english_mb), *remaining]
         # stderr is dropped: panicking Rust extensions print long backtraces there.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         lines: queue.Queue = queue.Queue()
@@ -324,7 +331,7 @@ def run_worst_cases(enc_name: str, tok_name: str, size: int, limit: float) -> di
                 results[remaining.pop(0)] = "crash"
                 break
             case, value = line.rstrip("\n").split(" ", 1)
-            results[case] = float(value) if not value.startswith("error") else value
+            results[case] = tuple(map(float, value.split())) if not value.startswith("error") else value
             remaining.remove(case)
         else:
             proc.wait()
@@ -365,7 +372,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         enc_name, tok_name, size, *cases = args.worker
-        worker(enc_name, tok_name, int(size), cases)
+        english_mb, *cases = cases
+        worker(enc_name, tok_name, int(size), float(english_mb), cases)
         return
 
     mb = 2 if args.quick and args.mb == 20 else args.mb
@@ -389,7 +397,6 @@ def main() -> None:
         for e in encoders:
             if e.note:
                 print(f"  note: {e.name}: {e.note}")
-        english_seconds_per_byte = {}
         for text, desc in corpora:
             corpus = desc.split(":")[0]
             size = len(text.encode())
@@ -414,8 +421,6 @@ def main() -> None:
                     t1[e.name] = min(t1[e.name], best_time(lambda: [e.encode(d) for d in docs], 1, e.reset))
                     t2[e.name] = min(t2[e.name], best_time(lambda: e.batch(small), 1, e.reset))
             for e in timed:
-                if corpus == "english":
-                    english_seconds_per_byte[e.name] = t1[e.name] / size
                 table.append((tok_name, corpus, e.name, size / MB / t1[e.name], size / MB / t2[e.name]))
                 print(f"  {corpus:9} {e.name:11} 1 thread {size / MB / t1[e.name]:7.1f} MB/s   "
                       f"2 threads {size / MB / t2[e.name]:7.1f} MB/s   ({len(small)} batch docs)", flush=True)
@@ -424,12 +429,14 @@ def main() -> None:
         for e in encoders:
             if e.name == "hf-tokenizers":  # a general pipeline, not a BPE encoder the targets name
                 continue
-            results = run_worst_cases(e.name, tok_name, worst_size, args.worst_limit)
+            results = run_worst_cases(e.name, tok_name, worst_size, mb, args.worst_limit)
             for case in WORST_CASES:
                 r = results.get(case, "crash")
                 n = len(worst_case(case, worst_size).encode())
-                ref = english_seconds_per_byte.get(e.name)
-                rel = r / n / ref if isinstance(r, float) and ref else None
+                rel = None
+                if isinstance(r, tuple):
+                    r, ref = r  # the English timed next to this case
+                    rel = r / n / ref
                 worst_table.append((tok_name, e.name, case, r, rel))
                 rel_shown = f"{rel:7.1f}x English per byte" if rel else ""
                 print(f"  worst {case:7} {e.name:14} {describe(r, args.worst_limit):>12}  {rel_shown}", flush=True)
@@ -445,7 +452,7 @@ def main() -> None:
         print(f"| {t} | {c} | {e} | {a:.1f} | {b:.1f} | {r1} | {r2} |")
     if worst_table:
         size_label = "100 KB" if args.quick else "1 MB"
-        print(f"\n### Worst cases ({size_label} each, best of 3 single calls; time per byte relative to the same encoder on English)\n")
+        print(f"\n### Worst cases ({size_label} each, best of 3 single calls; time per byte relative to the same encoder on English timed next to each case)\n")
         print("| tokenizer | encoder | " + " | ".join(WORST_CASES) + " |")
         print("|---|---|" + "---:|" * len(WORST_CASES))
         rows: dict[tuple[str, str], dict[str, str]] = {}
