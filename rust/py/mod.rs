@@ -521,9 +521,12 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size)?;
-                // The next block is read while this one is counted: reading is otherwise the
-                // one part of counting that no other thread shares.
-                *read_ahead = ReadAhead::start(&path, next, size);
+                // With several threads, the next block is read while this one is counted:
+                // reading is otherwise the one part of counting that no other thread shares.
+                // With one, nothing runs beside the caller: `num_threads=1` means one thread.
+                if threads != Some(1) {
+                    *read_ahead = ReadAhead::start(&path, next, size);
+                }
                 with_threads(threads, || {
                     // Several pieces per thread, so that threads finishing early find work.
                     let pieces = split_safe(&text, 4 * rayon::current_num_threads());
