@@ -76,6 +76,37 @@ fn ascii_letters_end(b: &[u8], mut k: usize, fold: u8) -> usize {
     k
 }
 
+/// From `k`: the end of the run of ASCII capitals, and the end of the run of small ASCII
+/// letters after it ("McDonald" -> after "M", after "Mc"). Both from one 16-byte load where the
+/// text has 16 bytes and the two runs end within them.
+#[inline(always)]
+fn ascii_case_runs(b: &[u8], k: usize) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if k + 16 <= b.len() {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86_64; the load reads b[k..k + 16], inside `b`.
+        let (upper, lower) = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(k) as *const __m128i);
+            let within = |lo: u8, hi: u8| {
+                let m = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)));
+                _mm_movemask_epi8(m) as u32
+            };
+            (within(b'A', b'Z'), within(b'a', b'z'))
+        };
+        let n_upper = (!upper).trailing_zeros();
+        // Bits past the 16 bytes are 0 in `lower`, so this count stops at the window's end.
+        let n_lower = (!(lower >> n_upper)).trailing_zeros();
+        if n_upper + n_lower < 16 {
+            return (k + n_upper as usize, k + (n_upper + n_lower) as usize);
+        }
+    }
+    let mut j = k;
+    while j < b.len() && b[j].is_ascii_uppercase() {
+        j += 1;
+    }
+    (j, ascii_letters_end(b, j, 0))
+}
+
 /// A text being scanned, with the class table.
 struct Text<'a> {
     b: &'a [u8],
@@ -325,12 +356,7 @@ impl Text<'_> {
             return None;
         }
         let start = if c.is_ascii_alphabetic() { i } else { i + 1 };
-        let mut k = start;
-        while k < b.len() && b[k].is_ascii_uppercase() {
-            k += 1;
-        }
-        let upper_end = k;
-        k = ascii_letters_end(b, k, 0);
+        let (upper_end, k) = ascii_case_runs(b, start);
         if k == start || b.get(k).is_some_and(|c| !c.is_ascii()) {
             return None;
         }
