@@ -171,13 +171,7 @@ impl ChunkCache {
             return false;
         }
         self.probes += 1;
-        let found = match self.index.get(&key) {
-            Some(&(start, len)) => {
-                out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
-                true
-            }
-            None => false,
-        };
+        let found = self.copy_ids(self.index.get(&key).copied(), out);
         self.hits += found as u32;
         if self.probes == INDEX_WINDOW {
             if self.hits < INDEX_WINDOW / 64 {
@@ -207,8 +201,27 @@ impl ChunkCache {
             return;
         }
         self.make_room(0);
-        self.index.insert(key, (self.ids.len() as u32, ids.len() as u32));
+        let range = self.store_ids(ids);
+        self.index.insert(key, range);
+    }
+
+    /// Appends the ids stored at `range` (from `store_ids`) to `out`; false if there is none.
+    #[inline]
+    fn copy_ids(&self, range: Option<(u32, u32)>, out: &mut Vec<u32>) -> bool {
+        match range {
+            Some((start, len)) => {
+                out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stores `ids` in the arena the maps share; returns their (start, length) there.
+    fn store_ids(&mut self, ids: &[u32]) -> (u32, u32) {
+        let range = (self.ids.len() as u32, ids.len() as u32);
         self.ids.extend_from_slice(ids);
+        range
     }
 
     /// Empties the maps (both: they share `ids`) when another entry, with `key_bytes` of key
@@ -238,20 +251,14 @@ impl ChunkCache {
     /// Appends the cached ids of a chunk of more than 15 bytes to `out`; false if not cached.
     #[inline]
     fn get_long(&self, bytes: &[u8], out: &mut Vec<u32>) -> bool {
-        match self.long.get(bytes) {
-            Some(&(start, len)) => {
-                out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
-                true
-            }
-            None => false,
-        }
+        self.copy_ids(self.long.get(bytes).copied(), out)
     }
 
     fn insert_long(&mut self, bytes: &[u8], ids: &[u32]) {
         self.make_room(bytes.len());
-        self.long.insert(bytes.into(), (self.ids.len() as u32, ids.len() as u32));
+        let range = self.store_ids(ids);
+        self.long.insert(bytes.into(), range);
         self.long_bytes += bytes.len();
-        self.ids.extend_from_slice(ids);
     }
 }
 
