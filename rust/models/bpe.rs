@@ -14,8 +14,9 @@ use std::collections::BinaryHeap;
 const SHORT_CHUNK: usize = 128;
 
 /// `merge_short` keeps the ranks of up to this many pairs on the stack (most chunks are short:
-/// a larger array would cost more to fill than the allocation it saves for the longer ones).
-const STACK_PAIRS: usize = 48;
+/// filling a larger array costs them more than the allocation it saves the longer ones, whose
+/// merging takes far longer anyway; 16 instead of 48 pairs: random Latin-1 text +10%).
+const STACK_PAIRS: usize = 16;
 
 /// Packs up to 15 bytes and their length into one integer (little-endian bytes, the length in
 /// the top byte), so that two different short byte strings never share a key. Reads the bytes
@@ -475,7 +476,17 @@ pub struct BpeModel {
     options: BpeOptions,
     /// This model's number for the per-thread chunk cache.
     uid: u64,
+    /// Chunks of at most this many bytes encode to what merging their bytes gives: all of them
+    /// without `ignore_merges`; with it, those no longer than the tokens that merging their own
+    /// bytes gives back whole (all tokens up to `WHOLE_CHECK_BYTES` in tiktoken's encodings).
+    /// Such chunks skip the whole-token lookup: text of new short chunks (random accented
+    /// letters) would pay a miss of the CPU cache in the token table for each.
+    merging_suffices_upto: usize,
 }
+
+/// The longest tokens `merging_suffices_upto` is checked for (o200k has some 40,000 tokens
+/// of up to 4 bytes: checking them takes a few milliseconds of the load).
+const WHOLE_CHECK_BYTES: usize = 4;
 
 impl BpeModel {
     /// Builds a model from `(id, bytes)` tokens, merges in rank order given as
@@ -603,7 +614,40 @@ impl BpeModel {
                 .collect(),
             _ => Vec::new(),
         };
-        Ok(BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, merges, specials, pretokenizer, options, uid })
+        let mut model = BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX };
+        if model.options.ignore_merges {
+            model.merging_suffices_upto = model.longest_tokens_merges_make(WHOLE_CHECK_BYTES);
+        }
+        Ok(model)
+    }
+
+    /// The largest n <= `max_len` such that every token of 2 to n bytes is what merging its
+    /// bytes gives (0 at character level, where chunks are not looked up by their bytes).
+    fn longest_tokens_merges_make(&self, max_len: usize) -> usize {
+        if self.options.level != Level::Byte {
+            return 0;
+        }
+        let mut by_len: Vec<Vec<(u32, &[u8])>> = vec![Vec::new(); max_len + 1];
+        for (id, bytes) in self.tokens() {
+            if (2..=max_len).contains(&bytes.len()) {
+                by_len[bytes.len()].push((id, bytes));
+            }
+        }
+        let mut memo = PairMemo::new(12);
+        let mut symbols = Vec::new();
+        for len in 2..=max_len {
+            for &(id, bytes) in &by_len[len] {
+                symbols.clear();
+                if self.initial_symbols(bytes, &mut symbols).is_err() {
+                    return len - 1;
+                }
+                self.merge_short(&mut symbols, Some(bytes), &mut memo);
+                if symbols != [id] {
+                    return len - 1;
+                }
+            }
+        }
+        max_len
     }
 
     /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
@@ -774,7 +818,8 @@ impl BpeModel {
                     let mut pending: (&[u8], Option<u128>) = (&[], None);
                     p.for_each_chunk(text, |chunk| {
                         let key = if byte_level { pack_short(chunk.as_bytes()) } else { None };
-                        if let Some(key) = key {
+                        // (Chunks of one or two bytes do not ask the cache.)
+                        if let (Some(key), 3..) = (key, chunk.len()) {
                             cache.prefetch(key);
                         }
                         if result.is_ok() && !pending.0.is_empty() {
@@ -822,10 +867,24 @@ impl BpeModel {
             return Ok(());
         }
         if let Some(key) = key {
+            // One or two bytes: the byte's id, or the pair's merge from the dense byte-pair
+            // table (L2-resident), without the cache.
+            if bytes.len() <= 2 && self.merging_suffices_upto >= 2 {
+                let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
+                match *bytes {
+                    [b] => out.push(ids[b as usize]),
+                    [b0, b1] => match self.byte_pairs[(b0 as usize) << 8 | b1 as usize] {
+                        NO_MERGE => out.extend_from_slice(&[ids[b0 as usize], ids[b1 as usize]]),
+                        (_, id) => out.push(id),
+                    },
+                    _ => unreachable!(),
+                }
+                return Ok(());
+            }
             if cache.get_front(key, out) {
                 return Ok(());
             }
-            if self.options.ignore_merges {
+            if bytes.len() > self.merging_suffices_upto {
                 if let Some(&id) = self.short_tokens.get(&key) {
                     out.push(id);
                     cache.insert(key, &[id]);
@@ -1312,6 +1371,26 @@ mod tests {
         assert_eq!(m.encode_words(["abc"]).unwrap(), vec![4]);
         let plain = char_model(&tokens, &[("b", "c"), ("a", "b")], BpeOptions::default());
         assert_eq!(plain.encode_words(["abc"]).unwrap(), vec![0, 3]);
+    }
+
+    #[test]
+    fn ignore_merges_at_byte_level_emits_tokens_merges_cannot_make() {
+        // "ab" has no merge, and merging "abc" gives a + bc: with `ignore_merges` both short
+        // chunks are still emitted whole (they skip no whole-token lookup).
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        for (id, t) in [(256, "bc"), (257, "ab"), (258, "abc"), (259, "xy")] {
+            tokens.push((id, t.as_bytes().to_vec()));
+        }
+        let merges = [(b'b' as u32, b'c' as u32), (b'x' as u32, b'y' as u32)];
+        let opts = BpeOptions { ignore_merges: true, ..Default::default() };
+        let m = BpeModel::new(tokens.clone(), &merges, Some(GPT2_PATTERN), vec![], opts.clone()).unwrap();
+        assert_eq!(m.merging_suffices_upto, 1);
+        assert_eq!(m.encode_words(["ab", "abc", "xy", "xyz"]).unwrap(), vec![257, 258, 259, 259, b'z' as u32]);
+        // With "ab" merged too, 2-byte chunks are left to the byte-pair table, "abc" still not.
+        let merges = [(b'b' as u32, b'c' as u32), (b'x' as u32, b'y' as u32), (b'a' as u32, b'b' as u32)];
+        let m = BpeModel::new(tokens, &merges, Some(GPT2_PATTERN), vec![], opts).unwrap();
+        assert_eq!(m.merging_suffices_upto, 2);
+        assert_eq!(m.encode_words(["ab", "abc", "xy"]).unwrap(), vec![257, 258, 259]);
     }
 
     #[test]
