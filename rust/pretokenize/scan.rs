@@ -357,8 +357,17 @@ impl Text<'_> {
         }
         let start = if c.is_ascii_alphabetic() { i } else { i + 1 };
         let (upper_end, k) = ascii_case_runs(b, start);
-        if k == start || b.get(k).is_some_and(|c| !c.is_ascii()) {
+        if k == start {
             return None;
+        }
+        if b.get(k).is_some_and(|c| !c.is_ascii()) {
+            // After small letters, `U*W+` is decided (its U* ended at the first small letter):
+            // the W run goes on over the non-ASCII chars ("caf" + "é"). Else the general path.
+            if k == upper_end {
+                return None;
+            }
+            let end = self.run(k, LOWER);
+            return Some(self.contraction(end, true).unwrap_or(end));
         }
         // `U*W+` when small letters follow the capitals, else `U+W*` (W* empty here).
         let end = if k > upper_end { k } else { upper_end };
