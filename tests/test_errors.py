@@ -141,3 +141,19 @@ def test_file_of_another_format(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FormatError, match="directory"):
         toksmith.load(tmp_path / "empty")
+
+
+def test_batch_raises_the_error_of_any_text():
+    # A character-level model with no unknown token and no byte fallback cannot encode "c":
+    # wherever that text is in a batch (first group, middle, last), on one thread or two, the
+    # batch raises its EncodeError (and the other threads stop taking groups, not hang).
+    from toksmith import _core
+
+    model = _core.BpeModel([(0, b"a"), (1, b"b"), (2, b"ab")], [(0, 1)], None, [], level="char")
+    assert model.encode_batch(["ab", "ba"], [], 2) == [[2], [1, 0]]
+    for position in (0, 2999, 5999):
+        texts = ["ab"] * 6000
+        texts[position] = "ac"
+        for threads in (1, 2):
+            with pytest.raises(EncodeError, match="'c' is not in the vocabulary"):
+                model.encode_batch(texts, [], threads)

@@ -635,8 +635,8 @@ impl BpeModel {
         }
         let mut memo = PairMemo::new(12);
         let mut symbols = Vec::new();
-        for len in 2..=max_len {
-            for &(id, bytes) in &by_len[len] {
+        for (len, tokens) in by_len.iter().enumerate().skip(2) {
+            for &(id, bytes) in tokens {
                 symbols.clear();
                 if self.initial_symbols(bytes, &mut symbols).is_err() {
                     return len - 1;

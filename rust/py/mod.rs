@@ -252,8 +252,14 @@ impl PyBpeModel {
         let group = (texts.len() / 64).clamp(1, 32);
         let n_groups = texts.len().div_ceil(group);
         let next = std::sync::atomic::AtomicUsize::new(0);
+        // Set by the first group that fails: the batch raises its error, so no thread starts
+        // another group after it.
+        let failed = std::sync::atomic::AtomicBool::new(false);
         // Encodes the next group not yet taken by any thread; None when all are taken.
         let take_group = || -> Option<Group> {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
             let g = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if g >= n_groups {
                 return None;
@@ -274,6 +280,9 @@ impl PyBpeModel {
                 Ok(())
             }))
             .unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))));
+            if result.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             Some((g * group, result.map(|()| (ids, ends))))
         };
         let pool = pool_of(num_threads).map_err(to_py)?;
@@ -291,7 +300,8 @@ impl PyBpeModel {
                 Python::with_gil(|py| {
                     for (start, result) in results.drain(..) {
                         let (ids, ends) = match result {
-                            Ok(r) => r,
+                            Ok(r) if failure.is_none() => r,
+                            Ok(_) => continue, // the batch raises: no more lists to make
                             Err(e) => {
                                 failure.get_or_insert(to_py(e));
                                 continue;
