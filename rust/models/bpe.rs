@@ -622,7 +622,7 @@ impl BpeModel {
     }
 
     /// The largest n <= `max_len` such that every token of 2 to n bytes is what merging its
-    /// bytes gives (0 at character level, where chunks are not looked up by their bytes).
+    /// bytes gives (0 at character level, where the value is not used).
     fn longest_tokens_merges_make(&self, max_len: usize) -> usize {
         if self.options.level != Level::Byte {
             return 0;
@@ -818,7 +818,8 @@ impl BpeModel {
                     let mut pending: (&[u8], Option<u128>) = (&[], None);
                     p.for_each_chunk(text, |chunk| {
                         let key = if byte_level { pack_short(chunk.as_bytes()) } else { None };
-                        // (Chunks of one or two bytes do not ask the cache.)
+                        // (Chunks of one or two bytes mostly do not ask the cache: see
+                        // `merging_suffices_upto`.)
                         if let (Some(key), 3..) = (key, chunk.len()) {
                             cache.prefetch(key);
                         }

@@ -344,10 +344,11 @@ impl Text<'_> {
         }
     }
 
-    /// The common case of `o200k_end`, all ASCII: an optional prefix char (ASCII, not a letter,
-    /// digit, `\r` or `\n`), capitals then small letters, an optional contraction. None when
-    /// the chunk is not such a word or a non-ASCII char (a letter, a mark) could extend it:
-    /// the general path then decides.
+    /// The common case of `o200k_end`, a word starting in ASCII: an optional prefix char (ASCII,
+    /// not a letter, digit, `\r` or `\n`), capitals then small letters (the small letters may go
+    /// on in non-ASCII ones: "café"), an optional contraction. None when the chunk is not such a
+    /// word, or when a non-ASCII char follows the capitals directly (it could be a capital, a
+    /// small letter or a mark, each extending the word differently): the general path decides.
     #[inline]
     fn o200k_ascii_word(&self, i: usize) -> Option<usize> {
         let b = self.b;

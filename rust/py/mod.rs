@@ -255,7 +255,8 @@ impl PyBpeModel {
         // Set by the first group that fails: the batch raises its error, so no thread starts
         // another group after it.
         let failed = std::sync::atomic::AtomicBool::new(false);
-        // Encodes the next group not yet taken by any thread; None when all are taken.
+        // Encodes the next group not yet taken by any thread; None when all are taken or one
+        // has failed.
         let take_group = || -> Option<Group> {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return None;
