@@ -627,27 +627,24 @@ impl BpeModel {
         if self.options.level != Level::Byte {
             return 0;
         }
-        let mut by_len: Vec<Vec<(u32, &[u8])>> = vec![Vec::new(); max_len + 1];
-        for (id, bytes) in self.tokens() {
-            if (2..=max_len).contains(&bytes.len()) {
-                by_len[bytes.len()].push((id, bytes));
-            }
-        }
+        // Each token that merging does not give back lowers the bound below its length.
+        let mut upto = max_len;
         let mut memo = PairMemo::new(12);
         let mut symbols = Vec::new();
-        for (len, tokens) in by_len.iter().enumerate().skip(2) {
-            for &(id, bytes) in tokens {
-                symbols.clear();
-                if self.initial_symbols(bytes, &mut symbols).is_err() {
-                    return len - 1;
-                }
+        for (id, bytes) in self.tokens() {
+            if !(2..=upto).contains(&bytes.len()) {
+                continue;
+            }
+            symbols.clear();
+            let made = self.initial_symbols(bytes, &mut symbols).is_ok() && {
                 self.merge_short(&mut symbols, Some(bytes), &mut memo);
-                if symbols != [id] {
-                    return len - 1;
-                }
+                symbols == [id]
+            };
+            if !made {
+                upto = bytes.len() - 1;
             }
         }
-        max_len
+        upto
     }
 
     /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
@@ -874,7 +871,7 @@ impl BpeModel {
                 let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
                 match *bytes {
                     [b] => out.push(ids[b as usize]),
-                    [b0, b1] => match self.byte_pairs[(b0 as usize) << 8 | b1 as usize] {
+                    [b0, b1] => match self.byte_pair(b0, b1) {
                         NO_MERGE => out.extend_from_slice(&[ids[b0 as usize], ids[b1 as usize]]),
                         (_, id) => out.push(id),
                     },
@@ -1082,9 +1079,15 @@ impl BpeModel {
     #[inline]
     fn initial_pair(&self, symbols: &[u32], bytes: Option<&[u8]>, i: usize) -> (u32, u32) {
         match bytes {
-            Some(b) if !self.byte_pairs.is_empty() => self.byte_pairs[(b[i] as usize) << 8 | b[i + 1] as usize],
+            Some(b) if !self.byte_pairs.is_empty() => self.byte_pair(b[i], b[i + 1]),
             _ => self.merge_of(symbols[i], symbols[i + 1]),
         }
+    }
+
+    /// (rank, merged id) of two single bytes at byte level, from the dense byte-pair table.
+    #[inline(always)]
+    fn byte_pair(&self, left: u8, right: u8) -> (u32, u32) {
+        self.byte_pairs[(left as usize) << 8 | right as usize]
     }
 
     /// (rank, merged id) of a pair, or `NO_MERGE`.
