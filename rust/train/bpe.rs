@@ -195,10 +195,14 @@ impl Words {
 /// is over). A popped entry whose count is stale is pushed back with the current count.
 pub struct MergeLearner {
     words: Words,
-    pairs: FxHashMap<Pair, PairInfo>,
+    /// The pair table, in `PAIR_SHARDS` shards.
+    pairs: Vec<PairShard>,
     queue: PairQueue,
     /// One per part of a merge, kept so that merges do not allocate them again.
     scratch: Vec<Delta>,
+    /// Per shard, the table changes of a merge, and the queue entries they make; kept likewise.
+    updates: Vec<Vec<PairUpdate>>,
+    pushes: Vec<Vec<(u64, Pair)>>,
     merges: Vec<Pair>,
     counts: Vec<u64>,
     /// Length of every symbol (bytes or characters), for `max_token_length`.
@@ -210,6 +214,8 @@ pub struct MergeLearner {
     /// A merge is split over threads only from this many words per thread: below it, starting
     /// the parts costs more than they save.
     min_words_per_thread: usize,
+    /// From how many table changes a merge's changes are split over threads.
+    min_parallel_updates: usize,
     finished: bool,
 }
 
@@ -266,6 +272,36 @@ pub const MAX_MERGE_THREADS: usize = 8;
 struct PairInfo {
     count: u64,
     words: Vec<u32>,
+}
+
+/// The pair table, in shards by pair. After a merge, the table changes at the neighbours of its
+/// occurrences: hundreds of keys for a frequent pair, each a cache miss in a table of millions
+/// of pairs. Every key lives in one shard, so the shards' changes are made on different threads
+/// at once, with the same outcome as one table's.
+const PAIR_SHARDS: usize = 8;
+
+/// A merge's table changes are split over threads from this many on (below, handing them out
+/// costs more than it saves: each change is about one cache miss, 0.1 µs).
+const MIN_PARALLEL_UPDATES: usize = 64;
+
+type PairShard = FxHashMap<Pair, PairInfo>;
+
+/// The shard of a pair. A mix of its own rather than the maps' hash, so that the pairs of one
+/// shard still spread over all of its map's buckets and control bits.
+#[inline]
+fn shard_of((a, b): Pair) -> usize {
+    let x = ((a as u64) << 32 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> (64 - PAIR_SHARDS.trailing_zeros())) as usize
+}
+
+/// One change of the pair table after a merge.
+#[derive(Clone, Copy)]
+enum PairUpdate {
+    /// A pair with the new symbol: its count, and where its words are (the neighbour `sym` on
+    /// the left or right side of the merge's deltas).
+    New { pair: Pair, count: u64, sym: u32, left: bool },
+    /// An old pair that lost `by` occurrences to the merge.
+    Fewer { pair: Pair, by: u64 },
 }
 
 /// What merging `(a, b)` into `new` changes in some words. Every occurrence with `x` on its left
@@ -340,13 +376,14 @@ fn merge_word(word: &mut [u32], len: &mut u32, w: u32, f: u64, pair: Pair, new_i
     *len = j as u32;
 }
 
-/// The pairs of words `range`: counts and ascending word lists.
-fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> FxHashMap<Pair, PairInfo> {
-    let mut pairs: FxHashMap<Pair, PairInfo> = FxHashMap::default();
+/// The pairs of words `range`: counts and ascending word lists, in shards (see `shard_of`).
+fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
     for w in range {
         for p in words.get(w).windows(2) {
             if p[0] != BARRIER && p[1] != BARRIER {
-                let info = pairs.entry((p[0], p[1])).or_default();
+                let pair = (p[0], p[1]);
+                let info = pairs[shard_of(pair)].entry(pair).or_default();
                 info.count += words.freq[w];
                 if info.words.last() != Some(&(w as u32)) {
                     info.words.push(w as u32);
@@ -455,26 +492,41 @@ impl MergeLearner {
         // Count in runs of consecutive words, one per thread, added in word order.
         let n = words.len.len();
         let run = n.div_ceil(rayon::current_num_threads()).max(1);
-        let parts: Vec<FxHashMap<Pair, PairInfo>> =
+        let parts: Vec<Vec<PairShard>> =
             (0..n.div_ceil(run)).into_par_iter().map(|k| count_pairs(&words, k * run..((k + 1) * run).min(n))).collect();
-        let mut parts = parts.into_iter();
-        let mut pairs = parts.next().unwrap_or_default();
+        // The parts are added shard by shard, each shard on its own thread.
+        let mut by_shard: Vec<Vec<PairShard>> = (0..PAIR_SHARDS).map(|_| Vec::with_capacity(parts.len())).collect();
         for part in parts {
-            for (key, info) in part {
-                let total = pairs.entry(key).or_default();
-                total.count += info.count;
-                total.words.extend_from_slice(&info.words);
+            for (shard, map) in part.into_iter().enumerate() {
+                by_shard[shard].push(map);
             }
         }
         // Rare pairs can never be merged (see `absorb`).
         let min_frequency = min_frequency.max(1);
-        pairs.retain(|_, info| info.count >= min_frequency);
-        let queue = PairQueue::new(pairs.iter().map(|(&p, info)| (info.count, p)).collect());
+        let pairs: Vec<PairShard> = by_shard
+            .into_par_iter()
+            .map(|maps| {
+                let mut maps = maps.into_iter();
+                let mut pairs = maps.next().unwrap_or_default();
+                for part in maps {
+                    for (key, info) in part {
+                        let total = pairs.entry(key).or_default();
+                        total.count += info.count;
+                        total.words.extend_from_slice(&info.words);
+                    }
+                }
+                pairs.retain(|_, info| info.count >= min_frequency);
+                pairs
+            })
+            .collect();
+        let queue = PairQueue::new(pairs.iter().flatten().map(|(&p, info)| (info.count, p)).collect());
         Ok(MergeLearner {
             words,
             pairs,
             queue,
             scratch: Vec::new(),
+            updates: vec![Vec::new(); PAIR_SHARDS],
+            pushes: vec![Vec::new(); PAIR_SHARDS],
             merges: Vec::new(),
             counts: Vec::new(),
             length: lengths,
@@ -483,6 +535,7 @@ impl MergeLearner {
             max_token_length,
             constraints: None,
             min_words_per_thread: 64,
+            min_parallel_updates: MIN_PARALLEL_UPDATES,
             finished: false,
         })
     }
@@ -496,6 +549,13 @@ impl MergeLearner {
     /// Sets from how many words per thread a merge is split over threads (tests use 1).
     pub fn with_min_words_per_thread(mut self, n: usize) -> Self {
         self.min_words_per_thread = n.max(1);
+        self
+    }
+
+    /// Sets from how many pair-table changes a merge's changes are split over threads (tests
+    /// use 1).
+    pub fn with_min_parallel_updates(mut self, n: usize) -> Self {
+        self.min_parallel_updates = n.max(1);
         self
     }
 
@@ -564,7 +624,7 @@ impl MergeLearner {
     /// get more taken, never less).
     fn best_pair(&mut self) -> Option<(Pair, u64)> {
         while let Some((count, pair)) = self.queue.pop() {
-            let Some(current) = self.pairs.get(&pair).map(|info| info.count) else {
+            let Some(current) = self.pairs[shard_of(pair)].get(&pair).map(|info| info.count) else {
                 continue; // merged, or its count fell to zero
             };
             if current != count {
@@ -604,7 +664,7 @@ impl MergeLearner {
         }
 
         // Every occurrence is merged, so the pair leaves the table.
-        let affected = self.pairs.remove(&pair).map(|info| info.words).unwrap_or_default();
+        let affected = self.pairs[shard_of(pair)].remove(&pair).map(|info| info.words).unwrap_or_default();
         let parts = rayon::current_num_threads().min(MAX_MERGE_THREADS).min(affected.len() / self.min_words_per_thread).max(1);
         self.scratch.resize_with(self.scratch.len().max(parts), Delta::default);
         for delta in &mut self.scratch[..parts] {
@@ -666,6 +726,9 @@ impl MergeLearner {
         // Occurrences right after another ("a b a b") take back from (new, a) what the one
         // before gave it: its count is R[a] - L[new]. No other pair both gains and loses.
         let back_to_back = first.left.slots[new_id as usize].0;
+        // The changes, per shard in the order they are made: the new pairs, then the old pairs
+        // that lost occurrences (no key is in both; one old key can lose on both sides).
+        let mut total = 0;
         for is_left in [true, false] {
             for &sym in &first.side(is_left).touched {
                 let mut n = first.side(is_left).slots[sym as usize].0;
@@ -675,31 +738,64 @@ impl MergeLearner {
                 if n < self.min_frequency {
                     continue;
                 }
-                let key = if is_left { (sym, new_id) } else { (new_id, sym) };
-                // Word lists of the parts, in word order.
-                let mut words = Vec::with_capacity(deltas.iter().map(|d| d.side(is_left).slots[sym as usize].1.len()).sum());
-                for d in deltas.iter() {
-                    words.extend_from_slice(&d.side(is_left).slots[sym as usize].1);
-                }
-                self.pairs.insert(key, PairInfo { count: n, words });
-                self.queue.push(n, key);
+                let pair = if is_left { (sym, new_id) } else { (new_id, sym) };
+                self.updates[shard_of(pair)].push(PairUpdate::New { pair, count: n, sym, left: is_left });
+                total += 1;
             }
         }
         for is_left in [true, false] {
-            let side = deltas[0].side(is_left);
+            let side = first.side(is_left);
             for &sym in &side.touched {
-                let key = if is_left { (sym, a) } else { (b, sym) };
                 // (new, a) was settled above; the merged pair has left the table already.
                 if is_left && sym == new_id {
                     continue;
                 }
-                if let Entry::Occupied(mut e) = self.pairs.entry(key) {
-                    let info = e.get_mut();
-                    info.count -= side.slots[sym as usize].0;
-                    if info.count < self.min_frequency {
-                        e.remove();
+                let pair = if is_left { (sym, a) } else { (b, sym) };
+                self.updates[shard_of(pair)].push(PairUpdate::Fewer { pair, by: side.slots[sym as usize].0 });
+                total += 1;
+            }
+        }
+        let min_frequency = self.min_frequency;
+        let deltas_read: &[Delta] = deltas;
+        let update_shard = |(shard, (updates, pushes)): (&mut PairShard, (&mut Vec<PairUpdate>, &mut Vec<(u64, Pair)>))| {
+            for update in updates.drain(..) {
+                match update {
+                    PairUpdate::New { pair, count, sym, left } => {
+                        // Word lists of the parts, in word order.
+                        let mut words = Vec::with_capacity(deltas_read.iter().map(|d| d.side(left).slots[sym as usize].1.len()).sum());
+                        for d in deltas_read {
+                            words.extend_from_slice(&d.side(left).slots[sym as usize].1);
+                        }
+                        shard.insert(pair, PairInfo { count, words });
+                        pushes.push((count, pair));
+                    }
+                    PairUpdate::Fewer { pair, by } => {
+                        if let Entry::Occupied(mut e) = shard.entry(pair) {
+                            let info = e.get_mut();
+                            info.count -= by;
+                            if info.count < min_frequency {
+                                e.remove();
+                            }
+                        }
                     }
                 }
+            }
+        };
+        let threads = rayon::current_num_threads().min(MAX_MERGE_THREADS);
+        if threads > 1 && total >= self.min_parallel_updates {
+            let shards_per_thread = PAIR_SHARDS.div_ceil(threads);
+            self.pairs
+                .par_iter_mut()
+                .zip(self.updates.par_iter_mut().zip(self.pushes.par_iter_mut()))
+                .with_min_len(shards_per_thread)
+                .for_each(update_shard);
+        } else {
+            self.pairs.iter_mut().zip(self.updates.iter_mut().zip(self.pushes.iter_mut())).for_each(update_shard);
+        }
+        // The queue's order depends only on the (count, pair) entries, not on their order.
+        for pushes in &mut self.pushes {
+            for (count, pair) in pushes.drain(..) {
+                self.queue.push(count, pair);
             }
         }
         for d in deltas.iter_mut() {
@@ -816,7 +912,10 @@ mod tests {
     fn learn_with(threads: usize, min_words_per_thread: usize, min_frequency: u64, steps: usize, words: Vec<(Vec<u32>, u64)>) -> (Vec<Pair>, Vec<u64>) {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
-            let mut l = MergeLearner::new(words, 5, vec![1; 5], min_frequency, None).unwrap().with_min_words_per_thread(min_words_per_thread);
+            let mut l = MergeLearner::new(words, 5, vec![1; 5], min_frequency, None)
+                .unwrap()
+                .with_min_words_per_thread(min_words_per_thread)
+                .with_min_parallel_updates(min_words_per_thread);
             l.step(steps);
             (l.merges().to_vec(), l.counts().to_vec())
         })
@@ -828,7 +927,8 @@ mod tests {
             let words = random_words(seed, 3000);
             let one = learn_on(1, 1, words.clone());
             assert!(one.0.len() > 100);
-            // Every merge split (1 word per thread), over 2, 3 and 4 threads.
+            // Every merge split (1 word per thread), and its table changes too, over 2, 3 and 4
+            // threads.
             for threads in [2, 3, 4] {
                 assert_eq!(learn_on(threads, 1, words.clone()), one, "seed {seed}, {threads} threads");
             }
