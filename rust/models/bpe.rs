@@ -503,7 +503,7 @@ impl BpeModel {
         // right part is dropped (as in Hugging Face).
         let prefix = options.continuing_subword_prefix.clone().unwrap_or_default().into_bytes();
         Self::build(tokens, pattern, specials, options, |vocab, by_bytes| {
-            let mut merge_map = FxHashMap::default();
+            let mut merge_map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
             for (rank, &(l, r)) in merges.iter().enumerate() {
                 let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
                 let (Some(lb), Some(rb)) = (get(l), get(r)) else {
@@ -558,7 +558,7 @@ impl BpeModel {
             return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
         }
         let mut vocab: Vec<Option<Vec<u8>>> = vec![None; max_id as usize + 1];
-        let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
+        let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         for (id, bytes) in tokens {
             if vocab[id as usize].is_some() {
                 return Err(format_err(format!("token id {id} appears twice in the vocabulary")));
