@@ -804,34 +804,76 @@ impl BpeModel {
     fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         with_chunk_cache(self.uid, |cache| {
             let mut scratch = Vec::new();
+            let mut result = Ok(());
             match &self.pretokenizer {
                 None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
-                Some(p) => {
+                Some(p) if self.options.level == Level::Byte => {
                     // One chunk behind the scanner: while a chunk is encoded, the cache line its
                     // successor will look up is already on its way (most chunks are answered by
                     // that one load, so its latency would otherwise be paid on every chunk).
-                    let byte_level = self.options.level == Level::Byte;
-                    let mut result = Ok(());
+                    // The per-chunk work here is only what most chunks need (a short chunk, or a
+                    // hit in the cache's front), so that it stays inlined into the scanner's loop
+                    // with its state in registers; the rest is `encode_rest`, out of line.
                     let mut pending: (&[u8], Option<u128>) = (&[], None);
                     p.for_each_chunk(text, |chunk| {
-                        let key = if byte_level { pack_short(chunk.as_bytes()) } else { None };
+                        let key = pack_short(chunk.as_bytes());
                         // (Chunks of one or two bytes mostly do not ask the cache: see
                         // `merging_suffices_upto`.)
                         if let (Some(key), 3..) = (key, chunk.len()) {
                             cache.prefetch(key);
                         }
-                        if result.is_ok() && !pending.0.is_empty() {
-                            result = self.encode_chunk_keyed(pending.0, pending.1, out, &mut scratch, cache);
+                        let (bytes, key) = std::mem::replace(&mut pending, (chunk.as_bytes(), key));
+                        if !bytes.is_empty() && !self.encode_common(bytes, key, out, cache) {
+                            self.encode_rest(bytes, key, out, &mut scratch, cache, &mut result);
                         }
-                        pending = (chunk.as_bytes(), key);
                     })?;
-                    if result.is_ok() && !pending.0.is_empty() {
-                        result = self.encode_chunk_keyed(pending.0, pending.1, out, &mut scratch, cache);
+                    let (bytes, key) = pending;
+                    if !bytes.is_empty() && !self.encode_common(bytes, key, out, cache) {
+                        self.encode_rest(bytes, key, out, &mut scratch, cache, &mut result);
                     }
+                    result
+                }
+                Some(p) => {
+                    p.for_each_chunk(text, |chunk| {
+                        if result.is_ok() {
+                            result = self.encode_chunk_keyed(chunk.as_bytes(), None, out, &mut scratch, cache);
+                        }
+                    })?;
                     result
                 }
             }
         })
+    }
+
+    /// The ids of a byte-level chunk that most chunks of text get with a few instructions: one or
+    /// two bytes, or a result in the front of the cache. False (nothing appended) otherwise.
+    #[inline(always)]
+    fn encode_common(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, cache: &ChunkCache) -> bool {
+        let Some(key) = key else { return false };
+        // One or two bytes: the byte's id, or the pair's merge from the dense byte-pair table
+        // (L2-resident), without the cache.
+        if bytes.len() <= 2 && self.merging_suffices_upto >= 2 {
+            let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
+            match *bytes {
+                [b] => out.push(ids[b as usize]),
+                [b0, b1] => match self.byte_pair(b0, b1) {
+                    NO_MERGE => out.extend_from_slice(&[ids[b0 as usize], ids[b1 as usize]]),
+                    (_, id) => out.push(id),
+                },
+                _ => unreachable!(),
+            }
+            return true;
+        }
+        cache.get_front(key, out)
+    }
+
+    /// `encode_uncommon` out of line, keeping the first error in `result` (and doing nothing
+    /// after one).
+    #[inline(never)]
+    fn encode_rest(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache, result: &mut Result<()>) {
+        if result.is_ok() {
+            *result = self.encode_uncommon(bytes, key, out, scratch, cache);
+        }
     }
 
     /// The id of the token whose bytes are exactly `bytes`, if any.
@@ -861,27 +903,16 @@ impl BpeModel {
     /// level, else None).
     #[inline(always)]
     fn encode_chunk_keyed(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
-        if bytes.is_empty() {
+        if bytes.is_empty() || self.encode_common(bytes, key, out, cache) {
             return Ok(());
         }
+        self.encode_uncommon(bytes, key, out, scratch, cache)
+    }
+
+    /// `encode_chunk_keyed` for a chunk that `encode_common` did not answer.
+    #[inline(always)]
+    fn encode_uncommon(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
         if let Some(key) = key {
-            // One or two bytes: the byte's id, or the pair's merge from the dense byte-pair
-            // table (L2-resident), without the cache.
-            if bytes.len() <= 2 && self.merging_suffices_upto >= 2 {
-                let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
-                match *bytes {
-                    [b] => out.push(ids[b as usize]),
-                    [b0, b1] => match self.byte_pair(b0, b1) {
-                        NO_MERGE => out.extend_from_slice(&[ids[b0 as usize], ids[b1 as usize]]),
-                        (_, id) => out.push(id),
-                    },
-                    _ => unreachable!(),
-                }
-                return Ok(());
-            }
-            if cache.get_front(key, out) {
-                return Ok(());
-            }
             if bytes.len() > self.merging_suffices_upto {
                 if let Some(&id) = self.short_tokens.get(&key) {
                     out.push(id);

@@ -30,21 +30,29 @@ impl Scanner {
 
     /// Calls `f` on each chunk of `text`, in order; the chunks cover all of it.
     #[inline]
-    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, mut f: F) {
+    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, f: F) {
         let s = Text { b: text.as_bytes(), t: self.classes };
-        let mut start = 0;
-        while start < text.len() {
-            let end = match self.kind {
-                Kind::Gpt2 => s.gpt2_end(start),
-                Kind::Cl100k => s.cl100k_end(start),
-                Kind::O200k => s.o200k_end(start),
-                Kind::Llama3 => s.llama3_end(start, 3),
-                Kind::Qwen2 => s.llama3_end(start, 1),
-            };
-            debug_assert!(end > start && text.is_char_boundary(end));
-            f(&text[start..end]);
-            start = end;
+        // One loop per pattern, so that its common cases are inlined into the loop, and the
+        // loop's state stays in registers (the uncommon ones are functions of their own).
+        match self.kind {
+            Kind::Gpt2 => chunk_loop(&s, text, f, |s, i| s.gpt2_end(i)),
+            Kind::Cl100k => chunk_loop(&s, text, f, |s, i| s.cl100k_end(i)),
+            Kind::O200k => chunk_loop(&s, text, f, |s, i| s.o200k_end(i)),
+            Kind::Llama3 => chunk_loop(&s, text, f, |s, i| s.llama3_end(i, 3)),
+            Kind::Qwen2 => chunk_loop(&s, text, f, |s, i| s.llama3_end(i, 1)),
         }
+    }
+}
+
+/// Calls `f` on each chunk of `text`, where `end_of(s, i)` is the end of the chunk at `i`.
+#[inline(always)]
+fn chunk_loop<'t, F: FnMut(&'t str)>(s: &Text, text: &'t str, mut f: F, end_of: impl Fn(&Text, usize) -> usize) {
+    let mut start = 0;
+    while start < text.len() {
+        let end = end_of(s, start);
+        debug_assert!(end > start && text.is_char_boundary(end));
+        f(&text[start..end]);
+        start = end;
     }
 }
 
@@ -237,6 +245,7 @@ impl Text<'_> {
     /// The alternatives of cl100k (and Llama 3 / Qwen 2) before the whitespace ones:
     /// `'(?i:[sdmt]|ll|ve|re)`, `[^\r\n\p{L}\p{N}]?+\p{L}++` (letters after at most one char that
     /// is not one), `\p{N}{1,max_digits}`, ` ?[^\s\p{L}\p{N}]++[\r\n]*+`. None: a whitespace chunk.
+    #[inline(always)]
     fn cl100k_non_space(&self, i: usize, max_digits: usize) -> Option<usize> {
         if let Some(end) = self.contraction(i, true) {
             return Some(end);
@@ -260,6 +269,7 @@ impl Text<'_> {
         None
     }
 
+    #[inline(always)]
     fn cl100k_end(&self, i: usize) -> usize {
         if let Some(end) = self.cl100k_non_space(i, 3) {
             return end;
@@ -290,6 +300,7 @@ impl Text<'_> {
     /// `P?U*W+C?` and `P?U+W*C?`, with P = [^\r\n\p{L}\p{N}], U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
     /// W = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = (?i:'s|'t|'re|'ve|'m|'ll|'d); then `\p{N}{1,3}`,
     /// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`.
+    #[inline(always)]
     fn o200k_end(&self, i: usize) -> usize {
         if let Some(end) = self.o200k_ascii_word(i) {
             return end;
@@ -297,6 +308,12 @@ impl Text<'_> {
         if let Some(end) = self.o200k_ascii_other(i) {
             return end;
         }
+        self.o200k_general(i)
+    }
+
+    /// `o200k_end` where its ASCII shortcuts do not decide: all alternatives, in order.
+    #[inline(never)]
+    fn o200k_general(&self, i: usize) -> usize {
         let (f, len) = self.at(i);
         // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
         // engine backtracking) without. Marks are both in P and in U and W, so both can match.
@@ -349,7 +366,7 @@ impl Text<'_> {
     /// on in non-ASCII ones: "café"), an optional contraction. None when the chunk is not such a
     /// word, or when a non-ASCII char follows the capitals directly (it could be a capital, a
     /// small letter or a mark, each extending the word differently): the general path decides.
-    #[inline]
+    #[inline(always)]
     fn o200k_ascii_word(&self, i: usize) -> Option<usize> {
         let b = self.b;
         let c = *b.get(i)?;
@@ -380,7 +397,7 @@ impl Text<'_> {
     /// followed by an ASCII char that is no letter (or by the end). Neither word form can match
     /// there: `P?` may take the char at `i`, but no letter or mark follows it, and the char
     /// itself is none (else `o200k_ascii_word` would have matched). None: the general path.
-    #[inline]
+    #[inline(always)]
     fn o200k_ascii_other(&self, i: usize) -> Option<usize> {
         let b = self.b;
         let c = b[i];
