@@ -45,6 +45,75 @@ fn pack_short(b: &[u8]) -> Option<u128> {
     Some((lo as u128) | ((hi | (n as u64) << 56) as u128) << 64)
 }
 
+/// `pack_short` of `text[at..at + n]` when `text` has 16 bytes from `at`: one 16-byte load,
+/// masked to the chunk's bytes, instead of a branch on the length.
+#[inline(always)]
+fn pack_short_within(text: &[u8], at: usize, n: usize) -> Option<u128> {
+    match text.get(at..at + 16) {
+        Some(window) if n < 16 => {
+            const MASKS: [u128; 16] = {
+                let mut masks = [0u128; 16];
+                let mut k = 1;
+                while k < 16 {
+                    masks[k] = (1u128 << (8 * k)) - 1;
+                    k += 1;
+                }
+                masks
+            };
+            let v = u128::from_le_bytes(window.try_into().expect("16 bytes"));
+            Some(v & MASKS[n] | (n as u128) << 120)
+        }
+        _ => pack_short(&text[at..at + n]),
+    }
+}
+
+/// Encodes the chunks of a byte-level text as the scanner finds them, one chunk behind it: while
+/// a chunk is encoded, the cache line its successor will look up is already on its way (most
+/// chunks are answered by that one load, so its latency would otherwise be paid on every chunk).
+/// `chunk` does only what most chunks need (a short chunk, or a hit in the cache's front), and is
+/// inlined into the scanner's loop with its state in registers; the rest is
+/// `BpeModel::encode_rest`, out of line.
+struct ByteLevelSink<'m, 'c, 't> {
+    model: &'m BpeModel,
+    /// The whole text the chunks are of.
+    text: &'t [u8],
+    cache: &'c mut ChunkCache,
+    out: &'c mut Vec<u32>,
+    scratch: &'c mut Vec<u32>,
+    result: &'c mut Result<()>,
+    /// The chunk the scanner found last, not encoded yet, and its cache key.
+    pending: (&'t [u8], Option<u128>),
+}
+
+impl<'t> crate::pretokenize::ChunkSink<'t> for &mut ByteLevelSink<'_, '_, 't> {
+    #[inline(always)]
+    fn chunk(&mut self, chunk: &'t str) {
+        let at = chunk.as_ptr() as usize - self.text.as_ptr() as usize;
+        let key = pack_short_within(self.text, at, chunk.len());
+        // (Chunks of one or two bytes mostly do not ask the cache: see `merging_suffices_upto`.)
+        if let (Some(key), 3..) = (key, chunk.len()) {
+            self.cache.prefetch(key);
+        }
+        let (bytes, key) = std::mem::replace(&mut self.pending, (chunk.as_bytes(), key));
+        self.encode(bytes, key);
+    }
+}
+
+impl<'t> ByteLevelSink<'_, '_, 't> {
+    #[inline(always)]
+    fn encode(&mut self, bytes: &'t [u8], key: Option<u128>) {
+        if !bytes.is_empty() && !self.model.encode_common(bytes, key, self.out, self.cache) {
+            self.model.encode_rest(bytes, key, self.out, self.scratch, self.cache, self.result);
+        }
+    }
+
+    /// Encodes the last chunk.
+    fn finish(&mut self) {
+        let (bytes, key) = std::mem::take(&mut self.pending);
+        self.encode(bytes, key);
+    }
+}
+
 /// Gives every model its own number, so a thread's chunk cache knows whose results it holds.
 static NEXT_MODEL_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -768,7 +837,7 @@ impl BpeModel {
                         Some(p) => {
                             // Stopping early: the pre-tokenizer is driven chunk by chunk and the
                             // callback ignores the rest once the limit is passed.
-                            let r = p.for_each_chunk(t, |chunk| {
+                            let r = p.for_each_chunk(t, |chunk: &str| {
                                 if result.is_ok() && out.len() <= limit {
                                     result = self.encode_chunk_with(chunk.as_bytes(), out, &mut scratch, cache);
                                 }
@@ -808,33 +877,13 @@ impl BpeModel {
             match &self.pretokenizer {
                 None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
                 Some(p) if self.options.level == Level::Byte => {
-                    // One chunk behind the scanner: while a chunk is encoded, the cache line its
-                    // successor will look up is already on its way (most chunks are answered by
-                    // that one load, so its latency would otherwise be paid on every chunk).
-                    // The per-chunk work here is only what most chunks need (a short chunk, or a
-                    // hit in the cache's front), so that it stays inlined into the scanner's loop
-                    // with its state in registers; the rest is `encode_rest`, out of line.
-                    let mut pending: (&[u8], Option<u128>) = (&[], None);
-                    p.for_each_chunk(text, |chunk| {
-                        let key = pack_short(chunk.as_bytes());
-                        // (Chunks of one or two bytes mostly do not ask the cache: see
-                        // `merging_suffices_upto`.)
-                        if let (Some(key), 3..) = (key, chunk.len()) {
-                            cache.prefetch(key);
-                        }
-                        let (bytes, key) = std::mem::replace(&mut pending, (chunk.as_bytes(), key));
-                        if !bytes.is_empty() && !self.encode_common(bytes, key, out, cache) {
-                            self.encode_rest(bytes, key, out, &mut scratch, cache, &mut result);
-                        }
-                    })?;
-                    let (bytes, key) = pending;
-                    if !bytes.is_empty() && !self.encode_common(bytes, key, out, cache) {
-                        self.encode_rest(bytes, key, out, &mut scratch, cache, &mut result);
-                    }
+                    let mut sink = ByteLevelSink { model: self, text: text.as_bytes(), cache, out, scratch: &mut scratch, result: &mut result, pending: (&[], None) };
+                    p.for_each_chunk(text, &mut sink)?;
+                    sink.finish();
                     result
                 }
                 Some(p) => {
-                    p.for_each_chunk(text, |chunk| {
+                    p.for_each_chunk(text, |chunk: &str| {
                         if result.is_ok() {
                             result = self.encode_chunk_keyed(chunk.as_bytes(), None, out, &mut scratch, cache);
                         }
@@ -1252,6 +1301,16 @@ impl BpeModel {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pack_short_within_a_text_is_pack_short() {
+        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+        for at in 0..text.len() {
+            for n in 1..=(text.len() - at).min(20) {
+                assert_eq!(pack_short_within(&text, at, n), pack_short(&text[at..at + n]), "at {at}, n {n}");
+            }
+        }
+    }
 
     #[test]
     fn pack_short_is_the_bytes_and_length() {

@@ -13,6 +13,20 @@ use crate::error::{Error, ErrorKind, Result};
 use fancy_regex::Regex;
 use scan::{Kind, Scanner};
 
+/// What takes the chunks of a text, one by one, in order. Closures `FnMut(&str)` are sinks; a
+/// type of its own can mark its `chunk` `#[inline(always)]`, so that it is inlined into the
+/// scanner's loop (the encoder's hot path), which a closure cannot ask for.
+pub trait ChunkSink<'t> {
+    fn chunk(&mut self, chunk: &'t str);
+}
+
+impl<'t, F: FnMut(&'t str)> ChunkSink<'t> for F {
+    #[inline(always)]
+    fn chunk(&mut self, chunk: &'t str) {
+        self(chunk)
+    }
+}
+
 /// A compiled pre-tokenization pattern.
 ///
 /// fancy-regex is used for custom patterns because the standard ones need lookahead
@@ -80,10 +94,10 @@ impl Pretokenizer {
 
     /// Calls `f` on each chunk of `text`, in order. Text the pattern does not match is
     /// dropped, as in tiktoken; the named patterns match every character.
-    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, mut f: F) -> Result<()> {
+    pub fn for_each_chunk<'t, S: ChunkSink<'t>>(&self, text: &'t str, mut sink: S) -> Result<()> {
         let regex = match &self.engine {
             Engine::Scanner(scanner) => {
-                scanner.for_each_chunk(text, f);
+                scanner.for_each_chunk(text, sink);
                 return Ok(());
             }
             Engine::Regex(regex) => regex,
@@ -99,7 +113,7 @@ impl Pretokenizer {
                 start = next_char_boundary(text, m.end());
                 continue;
             }
-            f(m.as_str());
+            sink.chunk(m.as_str());
             start = m.end();
         }
         Ok(())

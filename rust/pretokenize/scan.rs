@@ -4,6 +4,7 @@
 //! (the regex engine takes the first alternative that matches, as these functions do).
 
 use super::classes::{classes, Classes, LETTER, LOWER, NEWLINE, NUMBER, OTHER, PREFIX, SPACE, UPPER};
+use super::ChunkSink;
 
 /// Which regex a scanner reproduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,30 +29,30 @@ impl Scanner {
         Scanner { kind, classes: classes() }
     }
 
-    /// Calls `f` on each chunk of `text`, in order; the chunks cover all of it.
+    /// Gives each chunk of `text` to `sink`, in order; the chunks cover all of it.
     #[inline]
-    pub fn for_each_chunk<'t, F: FnMut(&'t str)>(&self, text: &'t str, f: F) {
+    pub fn for_each_chunk<'t, S: ChunkSink<'t>>(&self, text: &'t str, sink: S) {
         let s = Text { b: text.as_bytes(), t: self.classes };
         // One loop per pattern, so that its common cases are inlined into the loop, and the
         // loop's state stays in registers (the uncommon ones are functions of their own).
         match self.kind {
-            Kind::Gpt2 => chunk_loop(&s, text, f, |s, i| s.gpt2_end(i)),
-            Kind::Cl100k => chunk_loop(&s, text, f, |s, i| s.cl100k_end(i)),
-            Kind::O200k => chunk_loop(&s, text, f, |s, i| s.o200k_end(i)),
-            Kind::Llama3 => chunk_loop(&s, text, f, |s, i| s.llama3_end(i, 3)),
-            Kind::Qwen2 => chunk_loop(&s, text, f, |s, i| s.llama3_end(i, 1)),
+            Kind::Gpt2 => chunk_loop(&s, text, sink, |s, i| s.gpt2_end(i)),
+            Kind::Cl100k => chunk_loop(&s, text, sink, |s, i| s.cl100k_end(i)),
+            Kind::O200k => chunk_loop(&s, text, sink, |s, i| s.o200k_end(i)),
+            Kind::Llama3 => chunk_loop(&s, text, sink, |s, i| s.llama3_end(i, 3)),
+            Kind::Qwen2 => chunk_loop(&s, text, sink, |s, i| s.llama3_end(i, 1)),
         }
     }
 }
 
-/// Calls `f` on each chunk of `text`, where `end_of(s, i)` is the end of the chunk at `i`.
+/// Gives each chunk of `text` to `sink`, where `end_of(s, i)` is the end of the chunk at `i`.
 #[inline(always)]
-fn chunk_loop<'t, F: FnMut(&'t str)>(s: &Text, text: &'t str, mut f: F, end_of: impl Fn(&Text, usize) -> usize) {
+fn chunk_loop<'t, S: ChunkSink<'t>>(s: &Text, text: &'t str, mut sink: S, end_of: impl Fn(&Text, usize) -> usize) {
     let mut start = 0;
     while start < text.len() {
         let end = end_of(s, start);
         debug_assert!(end > start && text.is_char_boundary(end));
-        f(&text[start..end]);
+        sink.chunk(&text[start..end]);
         start = end;
     }
 }
