@@ -81,27 +81,31 @@ struct ByteLevelSink<'m, 'c, 't> {
     out: &'c mut Vec<u32>,
     scratch: &'c mut Vec<u32>,
     result: &'c mut Result<()>,
-    /// The chunk the scanner found last, not encoded yet, and its cache key.
-    pending: (&'t [u8], Option<u128>),
+    /// The chunk the scanner found last, not encoded yet, and its cache key (0 if it has none:
+    /// a key is never 0, its top byte being the chunk's length).
+    pending: &'t [u8],
+    pending_key: u128,
 }
 
 impl<'t> crate::pretokenize::ChunkSink<'t> for &mut ByteLevelSink<'_, '_, 't> {
     #[inline(always)]
     fn chunk(&mut self, chunk: &'t str) {
         let at = chunk.as_ptr() as usize - self.text.as_ptr() as usize;
-        let key = pack_short_within(self.text, at, chunk.len());
+        let key = pack_short_within(self.text, at, chunk.len()).unwrap_or(0);
         // (Chunks of one or two bytes mostly do not ask the cache: see `merging_suffices_upto`.)
-        if let (Some(key), 3..) = (key, chunk.len()) {
+        if key != 0 && chunk.len() >= 3 {
             self.cache.prefetch(key);
         }
-        let (bytes, key) = std::mem::replace(&mut self.pending, (chunk.as_bytes(), key));
-        self.encode(bytes, key);
+        let (bytes, pending_key) = (self.pending, self.pending_key);
+        (self.pending, self.pending_key) = (chunk.as_bytes(), key);
+        self.encode(bytes, pending_key);
     }
 }
 
 impl<'t> ByteLevelSink<'_, '_, 't> {
     #[inline(always)]
-    fn encode(&mut self, bytes: &'t [u8], key: Option<u128>) {
+    fn encode(&mut self, bytes: &'t [u8], key: u128) {
+        let key = (key != 0).then_some(key);
         if !bytes.is_empty() && !self.model.encode_common(bytes, key, self.out, self.cache) {
             self.model.encode_rest(bytes, key, self.out, self.scratch, self.cache, self.result);
         }
@@ -109,8 +113,7 @@ impl<'t> ByteLevelSink<'_, '_, 't> {
 
     /// Encodes the last chunk.
     fn finish(&mut self) {
-        let (bytes, key) = std::mem::take(&mut self.pending);
-        self.encode(bytes, key);
+        self.encode(self.pending, self.pending_key);
     }
 }
 
@@ -877,7 +880,7 @@ impl BpeModel {
             match &self.pretokenizer {
                 None => self.encode_chunk_with(text.as_bytes(), out, &mut scratch, cache),
                 Some(p) if self.options.level == Level::Byte => {
-                    let mut sink = ByteLevelSink { model: self, text: text.as_bytes(), cache, out, scratch: &mut scratch, result: &mut result, pending: (&[], None) };
+                    let mut sink = ByteLevelSink { model: self, text: text.as_bytes(), cache, out, scratch: &mut scratch, result: &mut result, pending: &[], pending_key: 0 };
                     p.for_each_chunk(text, &mut sink)?;
                     sink.finish();
                     result
