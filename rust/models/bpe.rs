@@ -13,6 +13,10 @@ use std::collections::BinaryHeap;
 /// characters that Chinese and Japanese text make; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 128;
 
+/// Byte-level chunks of up to this many bytes (all that have a cache key) are merged by
+/// `merge_small`.
+const SMALL_CHUNK: usize = 15;
+
 /// `merge_short` keeps the ranks of up to this many pairs on the stack (most chunks are short:
 /// filling a larger array costs them more than the allocation it saves the longer ones, whose
 /// merging takes far longer anyway; 16 instead of 48 pairs: random Latin-1 text +10%).
@@ -987,10 +991,16 @@ impl BpeModel {
         if cache_long && cache.get_long(bytes, out) {
             return Ok(());
         }
+        let first = out.len();
+        if key.is_some() && self.byte_pairs.len() == 1 << 16 {
+            // Byte level, at most 15 bytes (it has a key), and the byte-pair table is there.
+            self.merge_small(bytes, out, &mut cache.pairs);
+            cache.insert(key.expect("checked"), &out[first..]);
+            return Ok(());
+        }
         scratch.clear();
         self.initial_symbols(bytes, scratch)?;
         let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
-        let first = out.len();
         if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch, level_bytes, &mut cache.pairs);
             out.extend_from_slice(scratch);
@@ -1157,6 +1167,56 @@ impl BpeModel {
         }
     }
 
+    /// `merge_short` of a byte-level chunk of at most `SMALL_CHUNK` bytes, appending the ids to
+    /// `out`. The symbols and pair ranks live in fixed-size arrays on the stack, and a merge
+    /// shifts them by one with a fixed number of branch-free moves: for a dozen entries, two calls
+    /// to memmove per merge cost more than the moves themselves (random accented letters, whose
+    /// chunks are all new and short, spent a tenth of their time there).
+    fn merge_small(&self, bytes: &[u8], out: &mut Vec<u32>, memo: &mut PairMemo) {
+        let n = bytes.len();
+        assert!(n <= SMALL_CHUNK, "merge_small takes at most {SMALL_CHUNK} bytes");
+        let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
+        // One more slot than the chunk can use, so that every shift reads in bounds; the pair
+        // slots past the last pair hold NO_MERGE, which a shift carries along.
+        let mut syms = [0u32; SMALL_CHUNK + 1];
+        let mut ranks = [NO_MERGE; SMALL_CHUNK + 1];
+        for (i, &b) in bytes.iter().enumerate() {
+            syms[i] = ids[b as usize];
+        }
+        for i in 1..n {
+            ranks[i - 1] = self.byte_pair(bytes[i - 1], bytes[i]);
+        }
+        let mut len = n;
+        loop {
+            // The lowest rank, the leftmost among equals.
+            let mut best = NO_MERGE.0;
+            let mut at = usize::MAX;
+            for (i, &(rank, _)) in ranks[..len.saturating_sub(1)].iter().enumerate() {
+                if rank < best {
+                    best = rank;
+                    at = i;
+                }
+            }
+            if at == usize::MAX {
+                break;
+            }
+            syms[at] = ranks[at].1;
+            // Drop symbol at + 1 and pair at: everything after them moves down by one.
+            for i in 0..SMALL_CHUNK {
+                syms[i] = if i > at { syms[i + 1] } else { syms[i] };
+                ranks[i] = if i >= at { ranks[i + 1] } else { ranks[i] };
+            }
+            len -= 1;
+            if at > 0 {
+                ranks[at - 1] = memo.merge_of(self, syms[at - 1], syms[at]);
+            }
+            if at + 1 < len {
+                ranks[at] = memo.merge_of(self, syms[at], syms[at + 1]);
+            }
+        }
+        out.extend_from_slice(&syms[..len]);
+    }
+
     /// (rank, merged id) of symbols i and i+1 before any merge: from the dense byte-pair table
     /// when `bytes` are the chunk's bytes at byte level, else from the merge map.
     #[inline]
@@ -1306,16 +1366,6 @@ impl BpeModel {
 mod tests {
 
     #[test]
-    fn pack_short_within_a_text_is_pack_short() {
-        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
-        for at in 0..text.len() {
-            for n in 1..=(text.len() - at).min(20) {
-                assert_eq!(pack_short_within(&text, at, n), pack_short(&text[at..at + n]), "at {at}, n {n}");
-            }
-        }
-    }
-
-    #[test]
     fn pack_short_is_the_bytes_and_length() {
         // The word-wise packing must equal the plain byte-by-byte layout, for every length.
         let mut state = 0x1234_5678_9abc_def0u64;
@@ -1332,6 +1382,16 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn pack_short_within_a_text_is_pack_short() {
+        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+        for at in 0..text.len() {
+            for n in 1..=(text.len() - at).min(20) {
+                assert_eq!(pack_short_within(&text, at, n), pack_short(&text[at..at + n]), "at {at}, n {n}");
+            }
+        }
+    }
     use crate::pretokenize::GPT2_PATTERN;
 
     /// Bytes 0..=255 as ids 0..=255, plus merges given as byte strings.
@@ -1411,6 +1471,44 @@ mod tests {
                 let mut long = Vec::new();
                 m.merge_long(&ids, None, &mut long, &mut PairMemo::new(4));
                 assert_eq!(short, long);
+            }
+        }
+    }
+
+    #[test]
+    fn small_path_matches_short_path_on_random_rank_tables() {
+        // As above, over bytes {a, b, c, é} (é: two bytes), chunks of 1 to 15 bytes.
+        let mut seed = 7u64;
+        let mut rand = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let alphabet: [&[u8]; 4] = [b"a", b"b", b"c", "é".as_bytes()];
+        for _ in 0..30 {
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            while tokens.len() < 320 {
+                let t: Vec<u8> = (0..1 + rand(4)).flat_map(|_| alphabet[rand(4) as usize].to_vec()).collect();
+                if t.len() > 1 && !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+            }
+            for i in (257..tokens.len()).rev() {
+                let j = 256 + rand((i - 255) as u64) as usize;
+                tokens.swap(i, j);
+            }
+            let list: Vec<(u32, Vec<u8>)> = tokens.iter().cloned().enumerate().map(|(i, t)| (i as u32, t)).collect();
+            let m = BpeModel::from_ranks(list, None, vec![]).unwrap();
+            for _ in 0..200 {
+                let mut bytes: Vec<u8> = Vec::new();
+                while bytes.len() < 1 + rand(15) as usize {
+                    bytes.extend_from_slice(alphabet[rand(4) as usize]);
+                }
+                bytes.truncate(SMALL_CHUNK);
+                let mut short: Vec<u32> = bytes.iter().map(|&b| b as u32).collect();
+                m.merge_short(&mut short, Some(&bytes), &mut PairMemo::new(4));
+                let mut small = Vec::new();
+                m.merge_small(&bytes, &mut small, &mut PairMemo::new(4));
+                assert_eq!(small, short, "{bytes:?}");
             }
         }
     }
