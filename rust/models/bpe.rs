@@ -315,7 +315,7 @@ impl ChunkCache {
         (self.probes, self.hits, self.skip) = (0, 0, 0);
         self.front.fill(FrontSet::default());
         self.clear_maps();
-        self.pairs.slots.fill([u32::MAX; 4]);
+        self.pairs.clear();
     }
 
     fn clear_maps(&mut self) {
@@ -339,34 +339,55 @@ impl ChunkCache {
     }
 }
 
-/// A small direct-mapped memo of the merge table, per thread and model: the pairs merging
-/// meets in new chunks are mostly the same few thousand ("in" + "g", " th" + "e"...), and the
-/// table itself is many megabytes, so each lookup there is a miss of the CPU cache.
-/// (The slots are [left, right, rank, merged id]; no id is u32::MAX, so that marks an empty one.)
+/// A small memo of the merge table, per thread and model: the pairs merging meets in new
+/// chunks are mostly the same few thousand ("in" + "g", " th" + "e"...), and the table itself is
+/// many megabytes, so each lookup there is a miss of the CPU cache. Sets of two entries: the
+/// first keeps the lower-ranked (more common) merge of those met, the second takes the rest, so
+/// that the rare pairs of rare words do not push the common ones out.
 struct PairMemo {
-    slots: Vec<[u32; 4]>,
+    sets: Vec<MemoSet>,
     bits: u32,
 }
 
-/// 2^14 slots of 16 bytes: 256 KB, most of it L2-resident next to the chunk cache's front (a larger
+/// Two entries of [left, right, rank, merged id]; no id is u32::MAX, so that marks an empty one
+/// (whose rank, u32::MAX, is above every other).
+#[derive(Clone, Copy)]
+#[repr(align(32))]
+struct MemoSet([[u32; 4]; 2]);
+
+const EMPTY_SET: MemoSet = MemoSet([[u32::MAX; 4]; 2]);
+
+/// 2^13 sets of 32 bytes: 256 KB, most of it L2-resident next to the chunk cache's front (a larger
 /// memo measured no faster).
-const PAIR_MEMO_BITS: u32 = 14;
+const PAIR_MEMO_BITS: u32 = 13;
 
 impl PairMemo {
     fn new(bits: u32) -> Self {
-        PairMemo { slots: vec![[u32::MAX; 4]; 1 << bits], bits }
+        PairMemo { sets: vec![EMPTY_SET; 1 << bits], bits }
+    }
+
+    fn clear(&mut self) {
+        self.sets.fill(EMPTY_SET);
     }
 
     /// (rank, merged id) of the pair, as `BpeModel::merge_of`.
     #[inline(always)]
     fn merge_of(&mut self, model: &BpeModel, left: u32, right: u32) -> (u32, u32) {
         let key = (left as u64) << 32 | right as u64;
-        let slot = &mut self.slots[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize];
-        if slot[0] == left && slot[1] == right {
-            return (slot[2], slot[3]);
+        let set = &mut self.sets[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize].0;
+        for e in set.iter() {
+            if e[0] == left && e[1] == right {
+                return (e[2], e[3]);
+            }
         }
         let (rank, id) = model.merge_of(left, right);
-        *slot = [left, right, rank, id];
+        let entry = [left, right, rank, id];
+        if rank < set[0][2] {
+            set[1] = set[0];
+            set[0] = entry;
+        } else {
+            set[1] = entry;
+        }
         (rank, id)
     }
 }
