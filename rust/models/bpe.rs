@@ -1013,10 +1013,10 @@ impl BpeModel {
             return Ok(());
         }
         let first = out.len();
-        if key.is_some() && self.byte_pairs.len() == 1 << 16 {
+        if let (Some(key), false) = (key, self.byte_pairs.is_empty()) {
             // Byte level, at most 15 bytes (it has a key), and the byte-pair table is there.
             self.merge_small(bytes, out, &mut cache.pairs);
-            cache.insert(key.expect("checked"), &out[first..]);
+            cache.insert(key, &out[first..]);
             return Ok(());
         }
         scratch.clear();
@@ -1477,13 +1477,7 @@ mod tests {
                     tokens.push(t);
                 }
             }
-            // Shuffle the ranks of the multi-byte tokens.
-            for i in (257..tokens.len()).rev() {
-                let j = 256 + rand((i - 255) as u64) as usize;
-                tokens.swap(i, j);
-            }
-            let list: Vec<(u32, Vec<u8>)> = tokens.iter().cloned().enumerate().map(|(i, t)| (i as u32, t)).collect();
-            let m = BpeModel::from_ranks(list, None, vec![]).unwrap();
+            let m = shuffled_ranks_model(tokens, &mut rand);
             for _ in 0..20 {
                 let len = 49 + rand(300) as usize;
                 let ids: Vec<u32> = (0..len).map(|_| b"abc"[rand(3) as usize] as u32).collect();
@@ -1494,6 +1488,16 @@ mod tests {
                 assert_eq!(short, long);
             }
         }
+    }
+
+    /// A ranks model of `tokens` (the 256 bytes first), the ranks of the multi-byte ones shuffled.
+    fn shuffled_ranks_model(mut tokens: Vec<Vec<u8>>, rand: &mut impl FnMut(u64) -> u64) -> BpeModel {
+        for i in (257..tokens.len()).rev() {
+            let j = 256 + rand((i - 255) as u64) as usize;
+            tokens.swap(i, j);
+        }
+        let list: Vec<(u32, Vec<u8>)> = tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+        BpeModel::from_ranks(list, None, vec![]).unwrap()
     }
 
     #[test]
@@ -1513,12 +1517,7 @@ mod tests {
                     tokens.push(t);
                 }
             }
-            for i in (257..tokens.len()).rev() {
-                let j = 256 + rand((i - 255) as u64) as usize;
-                tokens.swap(i, j);
-            }
-            let list: Vec<(u32, Vec<u8>)> = tokens.iter().cloned().enumerate().map(|(i, t)| (i as u32, t)).collect();
-            let m = BpeModel::from_ranks(list, None, vec![]).unwrap();
+            let m = shuffled_ranks_model(tokens, &mut rand);
             for _ in 0..200 {
                 let mut bytes: Vec<u8> = Vec::new();
                 while bytes.len() < 1 + rand(15) as usize {
