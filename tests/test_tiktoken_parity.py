@@ -128,6 +128,21 @@ def test_repeated_chunks_from_the_cache_identical():
         assert ours.encode_ordinary(text) == expected
 
 
+def test_random_letters_then_words_identical():
+    """Random letters of many scripts make most pairs merging looks up have no merge, which
+    turns on the pair filter that answers those without the merge map; words after them turn it
+    off again. Neither state may change an id."""
+    rng = random.Random(9)
+    ranges = [(0x20, 0x250), (0x370, 0x3FF), (0x400, 0x4FF), (0x4E00, 0x4F00)]
+    noise = "".join(chr(rng.randrange(*rng.choice(ranges))) for _ in range(150_000))
+    words = " ".join(rng.choice(["token", "tokenizer", "merging", "the", "of", "Haus", "naïve", "coöperate"]) for _ in range(30_000))
+    for name in ["cl100k_base", "o200k_base"]:
+        ours, theirs = pair(name)
+        toksmith._core.clear_chunk_caches()
+        for text in [noise + words + noise, words + noise[::-1] + words]:
+            assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
 def test_load_by_name_needs_a_directory(monkeypatch):
     monkeypatch.delenv("TOKSMITH_TIKTOKEN_DIR", raising=False)
     with pytest.raises(toksmith.FormatError, match="TOKSMITH_TIKTOKEN_DIR"):

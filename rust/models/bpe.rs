@@ -347,7 +347,17 @@ impl ChunkCache {
 struct PairMemo {
     sets: Vec<MemoSet>,
     bits: u32,
+    /// Pairs looked up in the model in the current window, and how many had no merge.
+    window: u32,
+    unmerged: u32,
+    /// Whether the model's pair filter is asked first: when most pairs looked up have no merge
+    /// (random letters), it answers them from the CPU cache; when most have one (words), it
+    /// would only add a load.
+    filter: bool,
 }
+
+/// Lookups per window of `PairMemo`'s count of pairs without a merge.
+const MEMO_WINDOW: u32 = 1 << 12;
 
 /// Two entries of [left, right, rank, merged id]; no id is u32::MAX, so that marks an empty one
 /// (whose rank, u32::MAX, is above every other).
@@ -363,11 +373,12 @@ const PAIR_MEMO_BITS: u32 = 13;
 
 impl PairMemo {
     fn new(bits: u32) -> Self {
-        PairMemo { sets: vec![EMPTY_SET; 1 << bits], bits }
+        PairMemo { sets: vec![EMPTY_SET; 1 << bits], bits, window: 0, unmerged: 0, filter: false }
     }
 
     fn clear(&mut self) {
         self.sets.fill(EMPTY_SET);
+        (self.window, self.unmerged, self.filter) = (0, 0, false);
     }
 
     /// (rank, merged id) of the pair, as `BpeModel::merge_of`.
@@ -380,7 +391,13 @@ impl PairMemo {
                 return (e[2], e[3]);
             }
         }
-        let (rank, id) = model.merge_of(left, right);
+        let (rank, id) = if self.filter && !model.may_merge((left, right)) { NO_MERGE } else { model.merge_of(left, right) };
+        self.window += 1;
+        self.unmerged += (rank == NO_MERGE.0) as u32;
+        if self.window == MEMO_WINDOW {
+            self.filter = self.unmerged > MEMO_WINDOW / 2;
+            (self.window, self.unmerged) = (0, 0);
+        }
         let entry = [left, right, rank, id];
         if rank < set[0][2] {
             set[1] = set[0];
@@ -567,6 +584,9 @@ pub struct BpeModel {
     /// Byte level: `merges` for the pairs of single bytes, indexed by `left << 8 | right`
     /// (512 KB, cache-resident: every merge of a chunk starts with its byte pairs).
     byte_pairs: Vec<(u32, u32)>,
+    /// One bit per hash of a pair, set for the pairs `merges` has: a clear bit answers "no
+    /// merge" from 256 KB that stay in the CPU cache, where the map would cost a miss.
+    pair_filter: Vec<u64>,
     specials: SpecialTokens,
     /// None: the caller pre-tokenizes, each piece given is one chunk.
     pretokenizer: Option<Pretokenizer>,
@@ -579,6 +599,17 @@ pub struct BpeModel {
     /// Such chunks skip the whole-token lookup: text of new short chunks (random accented
     /// letters) would pay a miss of the CPU cache in the token table for each.
     merging_suffices_upto: usize,
+}
+
+/// 2^21 bits (256 KB): with o200k's 200,000 merges, 9 of 10 pairs without a merge find their
+/// bit clear.
+const PAIR_FILTER_BITS: u32 = 21;
+
+/// The bit of `pair_filter` for a pair.
+#[inline(always)]
+fn pair_filter_bit((left, right): (u32, u32)) -> usize {
+    let key = (left as u64) << 32 | right as u64;
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17).wrapping_mul(0xff51_afd7_ed55_8ccd) >> (64 - PAIR_FILTER_BITS)) as usize
 }
 
 /// The longest tokens `merging_suffices_upto` is checked for (o200k has some 40,000 tokens
@@ -711,7 +742,12 @@ impl BpeModel {
                 .collect(),
             _ => Vec::new(),
         };
-        let mut model = BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX };
+        let mut pair_filter = vec![0u64; 1 << (PAIR_FILTER_BITS - 6)];
+        for &pair in merges.keys() {
+            let bit = pair_filter_bit(pair);
+            pair_filter[bit >> 6] |= 1 << (bit & 63);
+        }
+        let mut model = BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX };
         if model.options.ignore_merges {
             model.merging_suffices_upto = model.longest_tokens_merges_make(WHOLE_CHECK_BYTES);
         }
@@ -1258,6 +1294,13 @@ impl BpeModel {
         self.byte_pairs[(left as usize) << 8 | right as usize]
     }
 
+    /// False if the pair surely has no merge (by `pair_filter`); true if it may have one.
+    #[inline(always)]
+    fn may_merge(&self, pair: (u32, u32)) -> bool {
+        let bit = pair_filter_bit(pair);
+        self.pair_filter[bit >> 6] & (1 << (bit & 63)) != 0
+    }
+
     /// (rank, merged id) of a pair, or `NO_MERGE`.
     #[inline]
     fn merge_of(&self, left: u32, right: u32) -> (u32, u32) {
@@ -1535,6 +1578,39 @@ mod tests {
                 assert_eq!(small, short, "{bytes:?}");
             }
         }
+    }
+
+    #[test]
+    fn pair_filter_passes_every_merge_and_memo_with_filter_agrees_with_the_map() {
+        let mut seed = 11u64;
+        let mut rand = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        while tokens.len() < 2000 {
+            let t: Vec<u8> = (0..2 + rand(3)).map(|_| b'a' + rand(8) as u8).collect();
+            if !tokens.contains(&t) {
+                tokens.push(t);
+            }
+        }
+        let m = shuffled_ranks_model(tokens, &mut rand);
+        assert!(m.merges.keys().all(|&pair| m.may_merge(pair)));
+        let mut memo = PairMemo::new(4);
+        memo.filter = true;
+        let (mut rejected, mut unmerged) = (0, 0);
+        for _ in 0..20_000 {
+            let (left, right) = (rand(m.vocab_len() as u64) as u32, rand(m.vocab_len() as u64) as u32);
+            let expected = m.merge_of(left, right);
+            if expected == NO_MERGE {
+                unmerged += 1;
+                rejected += !m.may_merge((left, right)) as u32;
+            }
+            memo.window = 0; // keep the filter on
+            assert_eq!(memo.merge_of(&m, left, right), expected, "({left}, {right})");
+        }
+        // The filter is of use: most pairs without a merge are answered by it.
+        assert!(rejected * 10 > unmerged * 9, "{rejected} of {unmerged}");
     }
 
     #[test]
