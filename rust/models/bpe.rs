@@ -1510,11 +1510,7 @@ mod tests {
     fn long_path_matches_short_path_on_random_rank_tables() {
         // Random tiktoken-style vocabularies over {a, b, c}: ranks need not grow with length, so
         // merges can create pairs ranked below the current one.
-        let mut seed = 99u64;
-        let mut rand = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rand = lcg(99);
         for _ in 0..30 {
             let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
             while tokens.len() < 300 {
@@ -1538,6 +1534,14 @@ mod tests {
     }
 
     /// A ranks model of `tokens` (the 256 bytes first), the ranks of the multi-byte ones shuffled.
+    /// A small seeded generator for the random tests: `rand(m)` is in 0..m.
+    fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        }
+    }
+
     fn shuffled_ranks_model(mut tokens: Vec<Vec<u8>>, rand: &mut impl FnMut(u64) -> u64) -> BpeModel {
         for i in (257..tokens.len()).rev() {
             let j = 256 + rand((i - 255) as u64) as usize;
@@ -1550,11 +1554,7 @@ mod tests {
     #[test]
     fn small_path_matches_short_path_on_random_rank_tables() {
         // As above, over bytes {a, b, c, é} (é: two bytes), chunks of 1 to 15 bytes.
-        let mut seed = 7u64;
-        let mut rand = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rand = lcg(7);
         let alphabet: [&[u8]; 4] = [b"a", b"b", b"c", "é".as_bytes()];
         for _ in 0..30 {
             let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -1582,11 +1582,7 @@ mod tests {
 
     #[test]
     fn pair_filter_passes_every_merge_and_memo_with_filter_agrees_with_the_map() {
-        let mut seed = 11u64;
-        let mut rand = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rand = lcg(11);
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         while tokens.len() < 2000 {
             let t: Vec<u8> = (0..2 + rand(3)).map(|_| b'a' + rand(8) as u8).collect();
