@@ -165,10 +165,15 @@ def test_cli_count_merge_train_and_trace(tmp_path):
 def test_interrupted_training_leaves_no_output(tmp_path):
     import signal
 
+    # 20 MB of random lowercase words (each byte value stands for a letter, a space or a line
+    # break): 50,000 merges to learn take about 2 s after the first progress output, so the
+    # signal lands mid-run even on a loaded machine. (A repetitive corpus ran out of merges
+    # 0.1 s after its first output, and a slow moment let one run finish first.)
+    table = bytes((b"\n" if b < 2 else b" " if b < 32 else bytes([97 + b % 26]))[0] for b in range(256))
     corpus = tmp_path / "big.txt"
-    corpus.write_text("".join(corpus_text_line(i) for i in range(400_000)), encoding="utf-8")
+    corpus.write_bytes(random.Random(0).randbytes(20_000_000).translate(table))
     out = tmp_path / "out" / "tok.json"
-    proc = subprocess.Popen([sys.executable, "-m", "toksmith.cli", "train", str(corpus), "--vocab-size", "20000",
+    proc = subprocess.Popen([sys.executable, "-m", "toksmith.cli", "train", str(corpus), "--vocab-size", "50000",
                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
     proc.stderr.read(1)  # the first progress output: training has started
     proc.send_signal(signal.SIGINT)
@@ -177,6 +182,3 @@ def test_interrupted_training_leaves_no_output(tmp_path):
     assert not out.exists()
     assert not out.parent.exists() or list(out.parent.iterdir()) == []
 
-
-def corpus_text_line(i: int) -> str:
-    return f"line {i} of a long training text with words like tokenizer{i % 977} and model{i % 131}\n"
