@@ -167,14 +167,17 @@ def test_interrupted_training_leaves_no_output(tmp_path):
 
     # 20 MB of random lowercase words (each byte value stands for a letter, a space or a line
     # break): 50,000 merges to learn take about 2 s after the first progress output, so the
-    # signal lands mid-run even on a loaded machine. (A repetitive corpus ran out of merges
-    # 0.1 s after its first output, and a slow moment let one run finish first.)
+    # signal lands mid-run even on a loaded machine (a repetitive corpus ran out of merges
+    # 0.1 s after its first output).
     table = bytes((b"\n" if b < 2 else b" " if b < 32 else bytes([97 + b % 26]))[0] for b in range(256))
     corpus = tmp_path / "big.txt"
     corpus.write_bytes(random.Random(0).randbytes(20_000_000).translate(table))
     out = tmp_path / "out" / "tok.json"
+    # The child gets SIGINT's default action back: a shell that starts the test suite in the
+    # background (`make test &`) makes it ignored, and Python then installs no handler for it.
     proc = subprocess.Popen([sys.executable, "-m", "toksmith.cli", "train", str(corpus), "--vocab-size", "50000",
-                             "-o", str(out)], stderr=subprocess.PIPE, text=True)
+                             "-o", str(out)], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stderr.read(1)  # the first progress output: training has started
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
