@@ -251,20 +251,24 @@ impl PyBpeModel {
         type Group = (usize, Result<(Vec<u32>, Vec<usize>), Error>);
         let group = (texts.len() / 64).clamp(1, 32);
         let n_groups = texts.len().div_ceil(group);
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        // The groups no thread has taken yet: this thread takes them from the front, the
+        // helpers from the back. Neighbouring texts are often alike (the documents of one file,
+        // of one language), and each thread's chunk cache starts empty: taken in turns, both
+        // threads would merge the same new words; from the two ends, each mostly sees its own.
+        let untaken = std::sync::Mutex::new(0..n_groups);
         // Set by the first group that fails: the batch raises its error, so no thread starts
         // another group after it.
         let failed = std::sync::atomic::AtomicBool::new(false);
-        // Encodes the next group not yet taken by any thread; None when all are taken or one
-        // has failed.
-        let take_group = || -> Option<Group> {
+        // Encodes the next group not yet taken by any thread (from the back of the batch for
+        // a helper); None when all are taken or one has failed.
+        let take_group = |helper: bool| -> Option<Group> {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return None;
             }
-            let g = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if g >= n_groups {
-                return None;
-            }
+            let g = {
+                let mut untaken = untaken.lock().unwrap_or_else(|e| e.into_inner());
+                if helper { untaken.next_back() } else { untaken.next() }
+            }?;
             let chunk = &texts[g * group..texts.len().min((g + 1) * group)];
             let bytes: usize = chunk.iter().map(|t| t.len()).sum();
             let mut ids = Vec::with_capacity(bytes / 3);
@@ -326,7 +330,7 @@ impl PyBpeModel {
                 for _ in 0..helpers {
                     let tx = tx.clone();
                     s.spawn(move |_| {
-                        while let Some(result) = take_group() {
+                        while let Some(result) = take_group(true) {
                             if tx.send(result).is_err() {
                                 return;
                             }
@@ -339,7 +343,7 @@ impl PyBpeModel {
                 while done < n_groups {
                     // This thread's own group, then whatever the helpers finished meanwhile,
                     // all turned into lists under one hold of the GIL.
-                    match take_group() {
+                    match take_group(false) {
                         Some(own) => ready.push(own),
                         None => match rx.recv() {
                             Ok(result) => ready.push(result),
