@@ -390,8 +390,7 @@ impl PairMemo {
             self.count(NO_MERGE.0);
             return NO_MERGE;
         }
-        let key = (left as u64) << 32 | right as u64;
-        let at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize;
+        let at = (pair_hash(left, right) >> (64 - self.bits)) as usize;
         for e in self.sets[at].0.iter() {
             if e[0] == left && e[1] == right {
                 return (e[2], e[3]);
@@ -622,8 +621,14 @@ const PAIR_FILTER_BITS: u32 = 21;
 /// The bit of `pair_filter` for a pair.
 #[inline(always)]
 fn pair_filter_bit((left, right): (u32, u32)) -> usize {
-    let key = (left as u64) << 32 | right as u64;
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17).wrapping_mul(0xff51_afd7_ed55_8ccd) >> (64 - PAIR_FILTER_BITS)) as usize
+    // Mixed again past the memo's hash, so that pairs sharing a memo set do not share a bit.
+    (pair_hash(left, right).rotate_left(17).wrapping_mul(0xff51_afd7_ed55_8ccd) >> (64 - PAIR_FILTER_BITS)) as usize
+}
+
+/// A hash of a pair of ids, whose top bits pick the pair's set in `PairMemo`.
+#[inline(always)]
+fn pair_hash(left: u32, right: u32) -> u64 {
+    ((left as u64) << 32 | right as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// The longest tokens `merging_suffices_upto` is checked for (o200k has some 40,000 tokens
@@ -1547,7 +1552,6 @@ mod tests {
         }
     }
 
-    /// A ranks model of `tokens` (the 256 bytes first), the ranks of the multi-byte ones shuffled.
     /// A small seeded generator for the random tests: `rand(m)` is in 0..m.
     fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
         move |m| {
@@ -1556,6 +1560,7 @@ mod tests {
         }
     }
 
+    /// A ranks model of `tokens` (the 256 bytes first), the ranks of the multi-byte ones shuffled.
     fn shuffled_ranks_model(mut tokens: Vec<Vec<u8>>, rand: &mut impl FnMut(u64) -> u64) -> BpeModel {
         for i in (257..tokens.len()).rev() {
             let j = 256 + rand((i - 255) as u64) as usize;
