@@ -631,6 +631,66 @@ fn pair_hash(left: u32, right: u32) -> u64 {
     ((left as u64) << 32 | right as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// The merges of a ranks model (tiktoken's encodings): two adjacent parts merge when their
+/// concatenation is a token, lowest rank (= id) first. Of all the ways to split a token into two
+/// tokens, only one can ever apply: the last merge of merging the token's own bytes. So the
+/// merge table holds that one per token (none for a token that merging its bytes does not give
+/// back): o200k has 200,000 merges instead of the 446,000 splits, a smaller table with more of
+/// it in the CPU cache, and a pair filter with half as many bits set.
+///
+/// Why no other split applies: a token forms from the symbols inside its span, and no merge
+/// across the span's ends happens before (it would join bytes inside and outside the span for
+/// good). So the merges inside the span are, step by step, the lowest-ranked pair of the span
+/// (leftmost among equals): the merges of the token's bytes alone, in the same order, up to
+/// the last one. Any other split of the token is never the lowest-ranked pair while it is
+/// adjacent, so leaving it out changes no result.
+fn last_merges(by_bytes: &FxHashMap<Vec<u8>, u32>, short_tokens: &FxHashMap<u128, u32>) -> FxHashMap<(u32, u32), (u32, u32)> {
+    let token = |b: &[u8]| match pack_short(b) {
+        Some(key) => short_tokens.get(&key).copied(),
+        None => by_bytes.get(b).copied(),
+    };
+    let mut merges = FxHashMap::with_capacity_and_hasher(by_bytes.len(), Default::default());
+    // Symbol i is bytes[starts[i]..starts[i + 1]] (the last one up to the end); the rank of the
+    // pair of symbols i and i + 1 is the id of their concatenation, if it is a token.
+    let (mut starts, mut ranks): (Vec<usize>, Vec<u32>) = (Vec::new(), Vec::new());
+    for (bytes, &id) in by_bytes.iter().filter(|(b, _)| b.len() >= 2) {
+        let n = bytes.len();
+        let end = |starts: &[usize], i: usize| starts.get(i + 1).copied().unwrap_or(n);
+        let rank = |from: usize, to: usize| token(&bytes[from..to]).unwrap_or(u32::MAX);
+        starts.clear();
+        starts.extend(0..n);
+        ranks.clear();
+        ranks.extend((0..n - 1).map(|i| rank(i, i + 2)));
+        let mut last = None;
+        loop {
+            // The lowest rank, leftmost among equals.
+            let mut at = None;
+            for (i, &r) in ranks.iter().enumerate() {
+                if r != u32::MAX && at.map_or(true, |j: usize| r < ranks[j]) {
+                    at = Some(i);
+                }
+            }
+            let Some(i) = at else { break };
+            last = Some((starts[i], starts[i + 1], end(&starts, i + 1)));
+            starts.remove(i + 1);
+            ranks.remove(i);
+            if i < ranks.len() {
+                ranks[i] = rank(starts[i], end(&starts, i + 1));
+            }
+            if i > 0 {
+                ranks[i - 1] = rank(starts[i - 1], end(&starts, i));
+            }
+        }
+        // One symbol left: it is the whole token, and `last` the merge that made it.
+        if let (1, Some((from, split, to))) = (starts.len(), last) {
+            if let (Some(l), Some(r)) = (token(&bytes[from..split]), token(&bytes[split..to])) {
+                merges.insert((l, r), (id, id));
+            }
+        }
+    }
+    merges
+}
+
 /// The longest tokens `merging_suffices_upto` is checked for (o200k has some 40,000 tokens
 /// of up to 4 bytes: checking them takes a few milliseconds of the load).
 const WHOLE_CHECK_BYTES: usize = 4;
@@ -649,7 +709,7 @@ impl BpeModel {
         // With a continuing-subword prefix, merging (a, ##b) gives a + b: the prefix of the
         // right part is dropped (as in Hugging Face).
         let prefix = options.continuing_subword_prefix.clone().unwrap_or_default().into_bytes();
-        Self::build(tokens, pattern, specials, options, |vocab, by_bytes| {
+        Self::build(tokens, pattern, specials, options, |vocab, by_bytes, _| {
             let mut merge_map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
             for (rank, &(l, r)) in merges.iter().enumerate() {
                 let get = |id: u32| vocab.get(id as usize).and_then(|t| t.as_ref());
@@ -674,22 +734,13 @@ impl BpeModel {
     /// Builds a byte-level model from tiktoken-style ranks: the id of a token is its rank, and two
     /// adjacent parts merge when their concatenation is a token, lowest rank first. That is the
     /// same as merges over every split `(left, right)` of every token whose halves are both
-    /// tokens, ranked by the token they form, which is how it is stored here.
+    /// tokens, ranked by the token they form; of those, only the one merging can apply is
+    /// stored (see `last_merges`).
     ///
     /// As in tiktoken, a chunk that is itself a token is emitted whole, before any merging.
     pub fn from_ranks(tokens: Vec<(u32, Vec<u8>)>, pattern: Option<&str>, specials: Vec<(String, u32)>) -> Result<Self> {
         let options = BpeOptions { ignore_merges: true, ..BpeOptions::default() };
-        Self::build(tokens, pattern, specials, options, |_, by_bytes| {
-            let mut merge_map = FxHashMap::default();
-            for (bytes, &id) in by_bytes.iter() {
-                for k in 1..bytes.len() {
-                    if let (Some(&l), Some(&r)) = (by_bytes.get(&bytes[..k]), by_bytes.get(&bytes[k..])) {
-                        merge_map.insert((l, r), (id, id));
-                    }
-                }
-            }
-            Ok(merge_map)
-        })
+        Self::build(tokens, pattern, specials, options, |_, by_bytes, short_tokens| Ok(last_merges(by_bytes, short_tokens)))
     }
 
     #[allow(clippy::type_complexity)]
@@ -698,7 +749,7 @@ impl BpeModel {
         pattern: Option<&str>,
         specials: Vec<(String, u32)>,
         options: BpeOptions,
-        make_merges: impl FnOnce(&[Option<Vec<u8>>], &FxHashMap<Vec<u8>, u32>) -> Result<FxHashMap<(u32, u32), (u32, u32)>>,
+        make_merges: impl FnOnce(&[Option<Vec<u8>>], &FxHashMap<Vec<u8>, u32>, &FxHashMap<u128, u32>) -> Result<FxHashMap<(u32, u32), (u32, u32)>>,
     ) -> Result<Self> {
         let max_id = tokens.iter().map(|t| t.0).chain(specials.iter().map(|s| s.1)).max().unwrap_or(0);
         if max_id as usize >= (1 << 28) {
@@ -750,10 +801,10 @@ impl BpeModel {
             }
             Level::Char => None,
         };
-        let merges = make_merges(&vocab, &by_bytes)?;
+        let short_tokens = by_bytes.iter().filter_map(|(b, &id)| pack_short(b).map(|k| (k, id))).collect();
+        let merges = make_merges(&vocab, &by_bytes, &short_tokens)?;
         let specials = SpecialTokens::new(specials)?;
         let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
-        let short_tokens = by_bytes.iter().filter_map(|(b, &id)| pack_short(b).map(|k| (k, id))).collect();
         let uid = NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let byte_pairs = match (options.level, &byte_ids) {
             (Level::Byte, Some(ids)) => (0..1usize << 16)
@@ -1595,6 +1646,58 @@ mod tests {
                 let mut small = Vec::new();
                 m.merge_small(&bytes, &mut small, &mut PairMemo::new(4));
                 assert_eq!(small, short, "{bytes:?}");
+            }
+        }
+    }
+
+    /// tiktoken's merging, straight from the vocabulary: adjacent parts whose concatenation
+    /// is a token merge, lowest id first (leftmost among equals); a chunk that is a token is
+    /// emitted whole.
+    fn merge_by_vocabulary(tokens: &[Vec<u8>], bytes: &[u8]) -> Vec<u32> {
+        let id = |b: &[u8]| tokens.iter().position(|t| t == b).map(|i| i as u32);
+        if let Some(whole) = id(bytes) {
+            return vec![whole];
+        }
+        let mut parts: Vec<Vec<u8>> = bytes.iter().map(|&b| vec![b]).collect();
+        loop {
+            let best = (0..parts.len().saturating_sub(1))
+                .filter_map(|i| id(&[parts[i].as_slice(), &parts[i + 1]].concat()).map(|rank| (rank, i)))
+                .min();
+            let Some((_, i)) = best else { break };
+            let right = parts.remove(i + 1);
+            parts[i].extend(right);
+        }
+        parts.iter().map(|p| id(p).unwrap()).collect()
+    }
+
+    #[test]
+    fn ranks_models_keep_one_merge_per_token_and_encode_as_every_split_would() {
+        // Random vocabularies with shuffled ranks: many tokens have several splits into two
+        // tokens, and some cannot be made by merging their bytes at all.
+        let mut rand = lcg(5);
+        let alphabet: [&[u8]; 3] = [b"a", b"b", "é".as_bytes()];
+        for _ in 0..20 {
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            while tokens.len() < 330 {
+                let t: Vec<u8> = (0..2 + rand(4)).flat_map(|_| alphabet[rand(3) as usize].to_vec()).collect();
+                if !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+            }
+            let m = shuffled_ranks_model(tokens, &mut rand);
+            let tokens: Vec<Vec<u8>> = (0..m.vocab_len() as u32).map(|i| m.token_bytes(i).unwrap().to_vec()).collect();
+            assert!(m.merges.len() <= tokens.len() - 256, "at most one merge per token");
+            let (mut scratch, mut cache) = (Vec::new(), ChunkCache::new(u64::MAX));
+            for n in [1, 2, 3, 5, 8, 15, 16, 40, 200] {
+                for _ in 0..20 {
+                    let mut bytes: Vec<u8> = Vec::new();
+                    while bytes.len() < n {
+                        bytes.extend_from_slice(alphabet[rand(3) as usize]);
+                    }
+                    let mut ids = Vec::new();
+                    m.encode_chunk_with(&bytes, &mut ids, &mut scratch, &mut cache).unwrap();
+                    assert_eq!(ids, merge_by_vocabulary(&tokens, &bytes), "{:?}", String::from_utf8_lossy(&bytes));
+                }
             }
         }
     }
