@@ -378,7 +378,15 @@ impl Text<'_> {
         if !c.is_ascii() || c.is_ascii_digit() || c == b'\r' || c == b'\n' {
             return None;
         }
-        let start = if c.is_ascii_alphabetic() { i } else { i + 1 };
+        let start = if c.is_ascii_alphabetic() {
+            i
+        } else if b.get(i + 1).is_some_and(|n| n.is_ascii_alphabetic()) {
+            i + 1
+        } else {
+            // No ASCII letter to start a word at (spaces, punctuation): none of the 16-byte
+            // work below, whose answer would be the same.
+            return None;
+        };
         let (upper_end, k) = ascii_case_runs(b, start);
         if k == start {
             return None;
