@@ -631,6 +631,16 @@ fn pair_hash(left: u32, right: u32) -> u64 {
     ((left as u64) << 32 | right as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// The id of the token whose bytes are exactly `bytes`, if any: by its packed key when it has
+/// one (`short_tokens`, one hash of a u128), else by its bytes.
+#[inline]
+fn token_id_in(by_bytes: &FxHashMap<Vec<u8>, u32>, short_tokens: &FxHashMap<u128, u32>, bytes: &[u8]) -> Option<u32> {
+    match pack_short(bytes) {
+        Some(key) => short_tokens.get(&key).copied(),
+        None => by_bytes.get(bytes).copied(),
+    }
+}
+
 /// The merges of a ranks model (tiktoken's encodings): two adjacent parts merge when their
 /// concatenation is a token, lowest rank (= id) first. Of all the ways to split a token into two
 /// tokens, only one can ever apply: the last merge of merging the token's own bytes. So the
@@ -645,10 +655,7 @@ fn pair_hash(left: u32, right: u32) -> u64 {
 /// the last one. Any other split of the token is never the lowest-ranked pair while it is
 /// adjacent, so leaving it out changes no result.
 fn last_merges(by_bytes: &FxHashMap<Vec<u8>, u32>, short_tokens: &FxHashMap<u128, u32>) -> FxHashMap<(u32, u32), (u32, u32)> {
-    let token = |b: &[u8]| match pack_short(b) {
-        Some(key) => short_tokens.get(&key).copied(),
-        None => by_bytes.get(b).copied(),
-    };
+    let token = |b: &[u8]| token_id_in(by_bytes, short_tokens, b);
     let mut merges = FxHashMap::with_capacity_and_hasher(by_bytes.len(), Default::default());
     // Symbol i is bytes[starts[i]..starts[i + 1]] (the last one up to the end); the rank of the
     // pair of symbols i and i + 1 is the id of their concatenation, if it is a token.
@@ -1062,10 +1069,7 @@ impl BpeModel {
     /// The id of the token whose bytes are exactly `bytes`, if any.
     #[inline]
     fn whole_token(&self, bytes: &[u8]) -> Option<u32> {
-        match pack_short(bytes) {
-            Some(key) => self.short_tokens.get(&key).copied(),
-            None => self.by_bytes.get(bytes).copied(),
-        }
+        token_id_in(&self.by_bytes, &self.short_tokens, bytes)
     }
 
     /// Applies the merges to one chunk (UTF-8 bytes of a str) and appends its ids to `out`.

@@ -387,10 +387,9 @@ impl Text<'_> {
             // work below, whose answer would be the same.
             return None;
         };
+        // `start` is at an ASCII letter, so the runs take at least that one.
         let (upper_end, k) = ascii_case_runs(b, start);
-        if k == start {
-            return None;
-        }
+        debug_assert!(k > start);
         if b.get(k).is_some_and(|c| !c.is_ascii()) {
             // After small letters, `U*W+` is decided (its U* ended at the first small letter):
             // the W run goes on over the non-ASCII chars ("caf" + "é"). Else the general path.
