@@ -20,12 +20,18 @@ timed (a peer that differs is reported and left out):
     ships in the shared data); the ids check shows it is equivalent. Its batch API runs on its own
     rayon pool: RAYON_NUM_THREADS is set to 2 at start-up.
 
-Timings are the best of a few runs. "1 thread": each document encoded in turn on the calling
-thread. "2 threads": the batch APIs over 2 threads, on documents of --batch-kb KB.
+Timings are the best of --repeat runs (3 by default). "1 thread": each document encoded in turn
+on the calling thread. "2 threads": the batch APIs over 2 threads, on documents of --batch-kb KB.
+The runs go in rounds (every encoder once, 1 thread then 2 threads, then the next round), and
+each ratio is given twice: as the ratio of the best times, and as the median over the rounds of
+the ratio within one round ("paired"). This machine's speed drifts by up to 2x between minutes:
+a ratio of best times can set one encoder's lucky minute against another's usual one, while the
+runs of one round are seconds apart. The targets are read on both.
 Worst cases (1 MB of one pathological input each, best of 3 like English) run in subprocesses with a time limit, since
 backtracking regexes and quadratic merges can take very long, or crash, on them. Their time per
 byte is compared with the same encoder's on the English text, timed in that subprocess right
-before each run of the case (the machine's speed drifts between minutes).
+before each run of the case (the machine's speed drifts between minutes): best against best,
+and the median of the 3 paired ratios.
 --with-regex adds "toksmith-regex": toksmith with its pre-tokenization on fancy-regex instead of
 the hand-written scanners (the same regex spelled "(?:...)", which is not recognised as a named
 pattern), to measure what the scanners bring.
@@ -39,6 +45,7 @@ import lzma
 import os
 import queue
 import random
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -293,23 +300,27 @@ def worker(enc_name: str, tok_name: str, size: int, english_mb: float, cases: li
     print("ready", flush=True)
     for case in cases:
         text = worst_case(case, size)
-        best, best_english = float("inf"), float("inf")
+        best, best_english, paired = float("inf"), float("inf"), []
+        n = len(text.encode())
         try:
             for _ in range(3):
-                best_english = min(best_english, best_time(lambda: [enc.encode(d) for d in docs], 1, enc.reset))
-                best = min(best, best_time(lambda: enc.encode(text), 1, enc.reset))
+                english_time = best_time(lambda: [enc.encode(d) for d in docs], 1, enc.reset)
+                case_time = best_time(lambda: enc.encode(text), 1, enc.reset)
+                best_english, best = min(best_english, english_time), min(best, case_time)
+                paired.append((case_time / n) / (english_time / english_bytes))
         except BaseException as e:  # noqa: BLE001 - also a Rust panic (pyo3's PanicException)
             message = f"{type(e).__name__}: {e}".replace("\n", " ")
             print(case, "error", message[:120], flush=True)
             continue
-        print(case, best, best_english / english_bytes, flush=True)
+        print(case, best, best_english / english_bytes, statistics.median(paired), flush=True)
 
 
-def run_worst_cases(enc_name: str, tok_name: str, size: int, english_mb: float, limit: float) -> dict[str, tuple[float, float] | str]:
-    """Per case (seconds, seconds per byte of English timed next to it), or why there is no
+def run_worst_cases(enc_name: str, tok_name: str, size: int, english_mb: float, limit: float) -> dict[str, tuple[float, float, float] | str]:
+    """Per case (seconds, seconds per byte of English timed next to it, median of the paired
+    ratios of time per byte), or why there is no
     time: "timeout" (killed after `limit` seconds), "error: ..." (the encoder failed on it) or
     "crash" (the process died)."""
-    results: dict[str, tuple[float, float] | str] = {}
+    results: dict[str, tuple[float, float, float] | str] = {}
     remaining = list(WORST_CASES)
     while remaining:
         cmd = [sys.executable, __file__, "--worker", enc_name, tok_name, str(size), str(english_mb), *remaining]
@@ -356,12 +367,18 @@ def fmt_ratio(ours: float | None, theirs: float) -> str:
     return "-" if not ours else f"{ours / theirs:.2f}x"
 
 
+def paired_ratio(slow: list[float] | None, fast: list[float] | None) -> str:
+    """The median over the rounds of slow / fast (seconds of one round each)."""
+    return "-" if not slow or not fast else f"{statistics.median(a / b for a, b in zip(slow, fast)):.2f}x"
+
+
 def main() -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", "2")  # HF tokenizers' batch pool: 2 threads like the others
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=20, help="MB of English text (default 20)")
     ap.add_argument("--quick", action="store_true", help="small texts, one run each, 100 KB worst cases")
     ap.add_argument("--tokenizers", default="cl100k_base,o200k_base")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of runs (default 3; 1 with --quick)")
     ap.add_argument("--batch-kb", type=int, default=4, help="document size for the 2-thread batch (default 4 KB)")
     ap.add_argument("--no-worst", action="store_true", help="skip the worst cases")
     ap.add_argument("--worst-only", action="store_true", help="only the worst cases (English is still timed: it is their reference)")
@@ -377,7 +394,7 @@ def main() -> None:
         return
 
     mb = 2 if args.quick and args.mb == 20 else args.mb
-    repeat = 1 if args.quick else 3
+    repeat = 1 if args.quick else args.repeat
     worst_size = 100_000 if args.quick else MB
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; best of {repeat} run(s)")
     corpora = [english(mb), handbook(0.25 if args.quick else 1.0), python_source(1 if args.quick else 8)]
@@ -386,7 +403,7 @@ def main() -> None:
     for _, desc in corpora:
         print("corpus", desc)
 
-    table = []  # (tokenizer, corpus, encoder, MB/s 1 thread, MB/s 2 threads)
+    table = []  # (tokenizer, corpus, encoder, MB/s 1 thread, MB/s 2 threads, seconds per round 1t, 2t)
     worst_table = []  # (tokenizer, encoder, case, seconds or why not, relative time per byte)
     for tok_name in args.tokenizers.split(","):
         messages: list[str] = []
@@ -414,16 +431,17 @@ def main() -> None:
                 else:
                     timed.append(e)
             # Runs interleave the encoders, so that a busy spell of the machine hits all alike.
-            t1 = {e.name: float("inf") for e in timed}
-            t2 = dict(t1)
+            t1: dict[str, list[float]] = {e.name: [] for e in timed}  # seconds, one per round
+            t2: dict[str, list[float]] = {e.name: [] for e in timed}
             for _ in range(repeat):
                 for e in timed:
-                    t1[e.name] = min(t1[e.name], best_time(lambda: [e.encode(d) for d in docs], 1, e.reset))
-                    t2[e.name] = min(t2[e.name], best_time(lambda: e.batch(small), 1, e.reset))
+                    t1[e.name].append(best_time(lambda: [e.encode(d) for d in docs], 1, e.reset))
+                    t2[e.name].append(best_time(lambda: e.batch(small), 1, e.reset))
             for e in timed:
-                table.append((tok_name, corpus, e.name, size / MB / t1[e.name], size / MB / t2[e.name]))
-                print(f"  {corpus:9} {e.name:11} 1 thread {size / MB / t1[e.name]:7.1f} MB/s   "
-                      f"2 threads {size / MB / t2[e.name]:7.1f} MB/s   ({len(small)} batch docs)", flush=True)
+                a, b = min(t1[e.name]), min(t2[e.name])
+                table.append((tok_name, corpus, e.name, size / MB / a, size / MB / b, t1[e.name], t2[e.name]))
+                print(f"  {corpus:9} {e.name:11} 1 thread {size / MB / a:7.1f} MB/s   "
+                      f"2 threads {size / MB / b:7.1f} MB/s   ({len(small)} batch docs)", flush=True)
         if args.no_worst:
             continue
         for e in encoders:
@@ -435,29 +453,33 @@ def main() -> None:
                 n = len(worst_case(case, worst_size).encode())
                 rel = None
                 if isinstance(r, tuple):
-                    r, ref = r  # the English timed next to this case
-                    rel = r / n / ref
+                    r, ref, paired = r  # the English timed next to this case
+                    rel = (r / n / ref, paired)
                 worst_table.append((tok_name, e.name, case, r, rel))
-                rel_shown = f"{rel:7.1f}x English per byte" if rel else ""
+                rel_shown = f"{rel[0]:7.1f}x English per byte (paired median {rel[1]:.1f}x)" if rel else ""
                 print(f"  worst {case:7} {e.name:14} {describe(r, args.worst_limit):>12}  {rel_shown}", flush=True)
 
-    print("\n### Throughput (MB/s; ratio = toksmith MB/s / peer MB/s: above 1 means toksmith is faster)\n")
-    print("| tokenizer | corpus | encoder | 1 thread MB/s | 2 threads MB/s | ratio 1t | ratio 2t |")
-    print("|---|---|---|---:|---:|---:|---:|")
-    ours = {(t, c): (a, b) for t, c, e, a, b in table if e == "toksmith"}
-    for t, c, e, a, b in table:
-        oa, ob = ours.get((t, c), (None, None))
-        r1 = fmt_ratio(oa, a) if e != "toksmith" else ""
-        r2 = fmt_ratio(ob, b) if e != "toksmith" else ""
-        print(f"| {t} | {c} | {e} | {a:.1f} | {b:.1f} | {r1} | {r2} |")
+    print("\n### Throughput (MB/s, best run; ratio = toksmith's speed / the peer's: above 1 means toksmith is faster;"
+          " of the best runs, then the median of the ratios within a round; toksmith's own row: 2 threads / 1 thread)\n")
+    print("| tokenizer | corpus | encoder | 1 thread MB/s | 2 threads MB/s | ratio 1t | paired 1t | ratio 2t | paired 2t |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    ours = {(t, c): (a, b, r1, r2) for t, c, e, a, b, r1, r2 in table if e == "toksmith"}
+    for t, c, e, a, b, s1, s2 in table:
+        oa, ob, o1, o2 = ours.get((t, c), (None, None, None, None))
+        if e == "toksmith":  # its batch against its own single thread
+            cells = [f"{b / a:.2f}x", paired_ratio(s1, s2), "", ""]
+        else:
+            cells = [fmt_ratio(oa, a), paired_ratio(s1, o1), fmt_ratio(ob, b), paired_ratio(s2, o2)]
+        print(f"| {t} | {c} | {e} | {a:.1f} | {b:.1f} | " + " | ".join(cells) + " |")
     if worst_table:
         size_label = "100 KB" if args.quick else "1 MB"
-        print(f"\n### Worst cases ({size_label} each, best of 3 single calls; time per byte relative to the same encoder on English timed next to each case)\n")
+        print(f"\n### Worst cases ({size_label} each, best of 3 single calls; time per byte relative to the same encoder on English timed next to each case:"
+              " best against best; median of the 3 paired ratios)\n")
         print("| tokenizer | encoder | " + " | ".join(WORST_CASES) + " |")
         print("|---|---|" + "---:|" * len(WORST_CASES))
         rows: dict[tuple[str, str], dict[str, str]] = {}
         for t, e, case, r, rel in worst_table:
-            cell = describe(r, args.worst_limit, short=True) + (f" ({rel:.1f}x)" if rel else "")
+            cell = describe(r, args.worst_limit, short=True) + (f" ({rel[0]:.1f}x; {rel[1]:.1f}x)" if rel else "")
             rows.setdefault((t, e), {})[case] = cell
         for (t, e), cells in rows.items():
             print(f"| {t} | {e} | " + " | ".join(cells.get(c, "") for c in WORST_CASES) + " |")
