@@ -10,6 +10,11 @@ each tokenizer encoding it with its own library.
     .venv/bin/python benchmarks/train.py --mb 100 --only toksmith --repeat 5   # thread scaling, fastest of 5
     .venv/bin/python benchmarks/train.py --only toksmith rustbpe --threads 1
 
+With --repeat N, the runs go in N rounds; each configuration keeps its fastest run, and the
+ratios (2 threads against 1, toksmith against each peer) are also given as the median of the
+ratios within each round, whose runs are seconds apart: this machine's speed drifts by up to
+2x between minutes, which a ratio of two fastest runs taken minutes apart also measures.
+
 ``--algorithm unigram`` (toksmith vs sentencepiece: 32,000 on the English sample, botchan.txt,
 Japanese) and ``--algorithm wordpiece`` (toksmith vs Hugging Face's WordPieceTrainer, 30,522)
 run the subword benchmarks of ``benchmarks/train_subword.py`` instead, single-threaded, with
@@ -22,6 +27,7 @@ import argparse
 import json
 import lzma
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,6 +176,12 @@ def run_worker(name: str, train: Path, held: Path, vocab: int, threads: int) -> 
     return result
 
 
+def paired(rounds: dict, slow: tuple[str, int], fast: tuple[str, int]) -> str:
+    """The median over the rounds of slow's seconds / fast's (rounds where either failed left out)."""
+    ratios = [a / b for a, b in zip(rounds.get(slow, []), rounds.get(fast, [])) if a and b]
+    return f"{statistics.median(ratios):.2f}x" if ratios else "-"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--algorithm", choices=["bpe", *SUBWORD_BENCHES], default="bpe")
@@ -204,14 +216,17 @@ def main() -> None:
         held_bytes = held.stat().st_size
         print(f"training sample: {description}")
         print(f"held-out text: {held_bytes / 1e6:.2f} MB; vocabulary {args.vocab:,}; byte-level BPE, o200k pattern\n")
-        # With --repeat, the runs are interleaved (every trainer and thread count once, then again)
+        # With --repeat, the runs go in rounds (every trainer and thread count once, then again)
         # so that a slow spell of the shared machine does not hit one configuration only; each
-        # configuration keeps its fastest run and its highest peak RSS.
+        # configuration keeps its fastest run and its highest peak RSS. A trainer's thread
+        # counts run back to back, so that the ratio within a round compares runs seconds apart.
         best: dict[tuple[str, int], dict] = {}
+        rounds: dict[tuple[str, int], list[float | None]] = {}  # seconds of each round (None: failed)
         for attempt in range(args.repeat):
-            for threads in args.threads:
-                for name in args.only:
+            for name in args.only:
+                for threads in args.threads:
                     r = run_worker(name, train, held, args.vocab, threads)
+                    rounds.setdefault((name, threads), []).append(r.get("seconds") if "error" not in r else None)
                     r.update(name=name, threads=threads)
                     if "error" in r:
                         print(f"{name:14s} threads={threads}: failed: {r['error']}")
@@ -239,7 +254,14 @@ def main() -> None:
             print(f"| {r['name']} | {r['threads']} | {r['seconds']:.2f} | {r['rss_mb']:.0f} | {held_bytes / r['tokens']:.4f} | {ratio} |")
         single = {r["threads"]: r for r in rows if r["name"] == "toksmith" and "error" not in r}
         if 1 in single and 2 in single:
-            print(f"\ntoksmith 2 threads vs 1: {single[1]['seconds'] / single[2]['seconds']:.2f}x")
+            print(f"\ntoksmith 2 threads vs 1: {single[1]['seconds'] / single[2]['seconds']:.2f}x (fastest runs)"
+                  + (f", {paired(rounds, ('toksmith', 1), ('toksmith', 2))} (median of the {args.repeat} rounds' ratios)" if args.repeat > 1 else ""))
+        if args.repeat > 1:
+            for name in args.only:
+                for threads in args.threads:
+                    if name != "toksmith" and ("toksmith", threads) in rounds:
+                        print(f"toksmith speed-up on {name}, {threads} thread(s), median of the rounds' ratios: "
+                              f"{paired(rounds, (name, threads), ('toksmith', threads))}")
 
 
 if __name__ == "__main__":
