@@ -404,7 +404,7 @@ def main() -> None:
         print("corpus", desc)
 
     table = []  # (tokenizer, corpus, encoder, MB/s 1 thread, MB/s 2 threads, seconds per round 1t, 2t)
-    worst_table = []  # (tokenizer, encoder, case, seconds or why not, relative time per byte)
+    worst_table = []  # (tokenizer, encoder, case, seconds or why not, (relative time per byte: best, paired median))
     for tok_name in args.tokenizers.split(","):
         messages: list[str] = []
         encoders = make_encoders(tok_name, messages, with_regex=args.with_regex)
