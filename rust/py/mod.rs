@@ -47,6 +47,9 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> PyResult<T> {
     }
 }
 
+/// Bytes of a file block counted as one piece of work (see `add_file_block`).
+const COUNT_PIECE_BYTES: usize = 256 << 10;
+
 /// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None). Pools are
 /// made once per size and kept: starting threads on every batch call would cost more than
 /// encoding a small batch.
@@ -543,8 +546,9 @@ impl PyBpeTrainer {
                     *read_ahead = ReadAhead::start(&path, next, size);
                 }
                 with_threads(threads, || {
-                    // Several pieces per thread, so that threads finishing early find work.
-                    let pieces = split_safe(&text, 4 * rayon::current_num_threads());
+                    // Small pieces (about 256 KB), so that threads finishing early find work;
+                    // their size does not change the tables (see `count_chunks`).
+                    let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
                     counts.add_tables(&count_chunks(&pieces, pre, sp)?)
                 })??;
                 Ok(next)
