@@ -22,3 +22,12 @@ pub(crate) fn prefetch<T>(x: &T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = x;
 }
+
+/// For tests: a seeded pseudo-random generator (an LCG); each call gives a number below `m`.
+#[cfg(test)]
+pub(crate) fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    }
+}

@@ -1535,6 +1535,7 @@ mod tests {
         }
     }
     use crate::pretokenize::GPT2_PATTERN;
+    use crate::lcg;
 
     /// Bytes 0..=255 as ids 0..=255, plus merges given as byte strings.
     fn model(merges: &[(&str, &str)], specials: Vec<(String, u32)>) -> BpeModel {
@@ -1608,13 +1609,6 @@ mod tests {
     }
 
     /// A small seeded generator for the random tests: `rand(m)` is in 0..m.
-    fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
-        move |m| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        }
-    }
-
     /// A ranks model of `tokens` (the 256 bytes first), the ranks of the multi-byte ones shuffled.
     fn shuffled_ranks_model(mut tokens: Vec<Vec<u8>>, rand: &mut impl FnMut(u64) -> u64) -> BpeModel {
         for i in (257..tokens.len()).rev() {

@@ -923,11 +923,7 @@ mod tests {
     /// Words of a pseudo-random corpus: few symbols (so pairs repeat and overlap, "a a a",
     /// "a b a b"), some barriers, and skewed counts.
     fn random_words(seed: u64, n: usize) -> Vec<(Vec<u32>, u64)> {
-        let mut x = seed;
-        let mut next = move |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = crate::lcg(seed);
         (0..n)
             .map(|_| {
                 let len = 1 + next(12) as usize;
@@ -1022,13 +1018,12 @@ mod tests {
         let p = Pretokenizer::new(crate::pretokenize::GPT2_PATTERN).unwrap();
         let s = SpecialTokens::new(vec![]).unwrap();
         // 3 MB in texts of 60 KB, words from a small vocabulary (so that chunks repeat).
-        let mut seed = 7u64;
+        let mut rand = crate::lcg(7);
         let mut texts = Vec::new();
         for _ in 0..50 {
             let mut t = String::new();
             while t.len() < 60_000 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                t.push_str(["the ", "cat ", "sat, ", "on ", "a ", "mat. ", "42 ", "naïve "][(seed >> 61) as usize]);
+                t.push_str(["the ", "cat ", "sat, ", "on ", "a ", "mat. ", "42 ", "naïve "][rand(8) as usize]);
             }
             texts.push(t);
         }
