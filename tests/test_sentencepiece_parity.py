@@ -56,10 +56,13 @@ def model_path(name):
 def compare(sp, tok, texts):
     """(texts tested, mismatches as (text, expected ids, got ids)); decoding is checked too."""
     expected = sp.encode(texts, out_type=int)
+    batch = tok.encode_batch(texts, disallowed_special=(), num_threads=2)
     bad = []
-    for text, ref in zip(texts, expected):
+    for text, ref, got_in_batch in zip(texts, expected, batch):
         got = tok.encode(text, disallowed_special=())
-        if got != ref:
+        if got_in_batch != got:
+            bad.append((text, got, got_in_batch))
+        elif got != ref:
             bad.append((text, ref, got))
         elif tok.decode(got) != sp.decode(ref):
             bad.append((text, sp.decode(ref), tok.decode(got)))
@@ -246,3 +249,26 @@ def test_denormalizer(botchan_lines):
     for _ in range(300):
         ids = [rng.randrange(len(proto.pieces)) for _ in range(rng.randrange(1, 10))]
         assert tok.decode(ids) == sp.decode(ids)
+
+
+@pytest.mark.parametrize("split_by_whitespace", [True, False])
+def test_bpe_is_split_into_words_only_where_no_piece_crosses(tmp_path, split_by_whitespace):
+    """toksmith encodes SentencePiece BPE word by word (cutting before a "▁" that follows another
+    character) only when no piece has such a "▁" inside. A model trained with
+    split_by_whitespace=False has pieces across words ("e▁t"): there the text must stay one
+    sequence. Both must give sentencepiece's ids, one by one and in a batch."""
+    corpus = DATA_DIR / "corpora" / "en" / "botchan.txt"
+    if not corpus.exists():
+        pytest.skip(f"{corpus} is absent (see ../shared/data/README)")
+    prefix = tmp_path / "m"
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(prefix), vocab_size=2000, model_type="bpe",
+                                   split_by_whitespace=split_by_whitespace, byte_fallback=True, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
+    tok = load_sentencepiece(f"{prefix}.model")
+    crossing = [p for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size()))
+                if any(c == "▁" and p[k - 1] != "▁" for k, c in enumerate(p) if k > 0)]
+    assert bool(crossing) is not split_by_whitespace
+    assert (tok._pipeline.model._core.split_pattern is None) is not split_by_whitespace
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()[:3000] if line.strip()]
+    texts = lines + ["  ".join(lines[k:k + 5]) for k in range(0, 500, 5)]
+    assert_none_differ(tok, compare(sp, tok, texts), len(texts))

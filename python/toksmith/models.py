@@ -64,7 +64,10 @@ class BPE(_VocabModel):
         continuing_subword_prefix: str | None = None,
         end_of_word_suffix: str | None = None,
         ignore_merges: bool = False,
+        split_pattern: str | None = None,
     ) -> None:
+        """``split_pattern``: a regex that cuts a text into words for :meth:`encode_text` (each
+        match is a word; the Rust model caches the ids of words it has seen)."""
         super().__init__(vocab)
         try:
             merge_ids = [(self._vocab[a], self._vocab[b]) for a, b in merges]
@@ -76,11 +79,12 @@ class BPE(_VocabModel):
             if unk is None:
                 raise FormatError(f"the unknown token {unk_token!r} is not in the vocabulary")
         self.merges = [tuple(m) for m in merges]
+        self.split_pattern = split_pattern
         self.options = dict(unk_token=unk_token, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
                             continuing_subword_prefix=continuing_subword_prefix,
                             end_of_word_suffix=end_of_word_suffix, ignore_merges=ignore_merges)
         self._core = _core.BpeModel(
-            [(i, t.encode("utf-8")) for t, i in self._vocab.items()], merge_ids, None, [],
+            [(i, t.encode("utf-8")) for t, i in self._vocab.items()], merge_ids, split_pattern, [],
             level="char", unk=unk, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
             continuing_subword_prefix=continuing_subword_prefix, end_of_word_suffix=end_of_word_suffix,
             ignore_merges=ignore_merges,
@@ -88,6 +92,14 @@ class BPE(_VocabModel):
 
     def encode_words(self, words: Iterable[str]) -> list[int]:
         return self._core.encode_words(list(words))
+
+    def encode_text(self, text: str) -> list[int]:
+        """The ids of ``text`` cut into words by ``split_pattern`` (one word without one)."""
+        return self._core.encode_ordinary(text)
+
+    def encode_texts(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]:
+        """``encode_text`` of each text, on ``num_threads`` Rust threads with the GIL released."""
+        return self._core.encode_batch(texts, [], num_threads)
 
 
 class WordPiece(_VocabModel):

@@ -90,6 +90,20 @@ class _Matcher:
         return out
 
 
+def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
+    """The ids of one text of a batch from its plan: ids as they are, and ``~k`` for the ids of
+    the k-th piece encoded in one call for the whole batch."""
+    if len(plan) == 1 and plan[0] < 0:
+        return encoded[~plan[0]]
+    ids: list[int] = []
+    for x in plan:
+        if x < 0:
+            ids.extend(encoded[~x])
+        else:
+            ids.append(x)
+    return ids
+
+
 class Pipeline:
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
@@ -147,33 +161,32 @@ class Pipeline:
     def encode_batch(self, texts: list[str], *, allowed_special: frozenset[str] = frozenset(),
                      add_special_tokens: bool = True, num_threads: int | None = None) -> list[list[int]]:
         """``encode`` of each text. With the Rust fast path, the pieces between added tokens of all
-        texts are encoded in one parallel Rust call; the rest (added tokens, templates) is cheap."""
-        if self.fast is None:
+        texts are encoded in one parallel Rust call; the rest (added tokens, templates) is cheap.
+        Likewise, after the Python normalizer and pre-tokenizer, the words of all texts for a model
+        that encodes batches (SentencePiece's BPE); other models encode one text at a time."""
+        model_batch = getattr(self.model, "encode_words_batch", None)
+        if self.fast is None and model_batch is None:
             return [self.encode(t, allowed_special=allowed_special, add_special_tokens=add_special_tokens) for t in texts]
         allowed = frozenset(allowed_special)
         plans: list[list[int]] = []  # per text: added-token ids, and ~k for the k-th piece
-        pieces: list[str] = []
+        pieces: list = []  # the pieces (fast path), or each piece's words
         for text in texts:
             plan = []
-            for piece, _, token in self._pieces(text, allowed):
+            for piece, is_first, token in self._pieces(text, allowed):
                 if token is not None:
                     plan.append(token.id)
-                else:
-                    plan.append(~len(pieces))
-                    pieces.append(piece)
+                    continue
+                if self.fast is None:
+                    piece = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
+                    if not piece:
+                        continue
+                plan.append(~len(pieces))
+                pieces.append(piece)
             plans.append(plan)
-        encoded = self.fast.encode_batch(pieces, [], num_threads)
+        encoded = self.fast.encode_batch(pieces, [], num_threads) if self.fast is not None else model_batch(pieces, num_threads)
         out = []
         for plan in plans:
-            if len(plan) == 1 and plan[0] < 0:
-                ids = encoded[~plan[0]]
-            else:
-                ids = []
-                for x in plan:
-                    if x < 0:
-                        ids.extend(encoded[~x])
-                    else:
-                        ids.append(x)
+            ids = carry_out(plan, encoded)
             if add_special_tokens and self.post_processor is not None:
                 ids = self.post_processor.process(ids)
             out.append(ids)

@@ -161,7 +161,8 @@ struct ChunkCache {
     front: Vec<FrontSet>,
     index: FxHashMap<u128, (u32, u32)>,
     /// Results for chunks of 16 to `LONG_CHUNK` bytes (runs of CJK characters, long words),
-    /// keyed by their bytes; their ids are in `ids` too.
+    /// and for the chunks of character-level models up to that length, keyed by their bytes;
+    /// their ids are in `ids` too.
     long: FxHashMap<Box<[u8]>, (u32, u32)>,
     /// Bytes of the keys of `long`, bounded by `LONG_KEY_BYTES`.
     long_bytes: usize,
@@ -1117,8 +1118,9 @@ impl BpeModel {
             }
         }
         // Longer chunks at byte level (the runs of Chinese or Japanese text) repeat too, less
-        // often than words but at a higher cost each.
-        let cache_long = key.is_none() && self.options.level == Level::Byte && bytes.len() <= LONG_CHUNK;
+        // often than words but at a higher cost each; so do the words of a character-level
+        // model (which have no short key), whose merging costs more than at byte level.
+        let cache_long = key.is_none() && bytes.len() <= LONG_CHUNK;
         if cache_long && cache.get_long(bytes, out) {
             return Ok(());
         }

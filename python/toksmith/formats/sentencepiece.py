@@ -34,7 +34,7 @@ from pathlib import Path
 from .. import models
 from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import FormatError
-from ..pipeline import AddedToken, Pipeline
+from ..pipeline import AddedToken, Pipeline, carry_out
 from ..tokenizer import Tokenizer
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
@@ -223,8 +223,15 @@ class SentencePieceBPE(_PieceVocab):
             # models run SentencePiece's loop itself, in Python.
             self._core = None
         else:
+            # SentencePiece merges over a whole sentence at once. But where no piece that pairs
+            # may form has a "▁" right after another character (its default
+            # split_by_whitespace), no merge crosses the point before a "▁" that follows another
+            # character: the words between such points give the same ids on their own, and
+            # they repeat, so the Rust model's cache answers most of them (Mistral 7B on
+            # English: 4.9 MB/s as one sequence; see the README for the figure now).
+            split = None if any(_space_after_other(self.pieces[i]) for i in targets) else WORDS_PATTERN
             self._core = models.BPE(self.get_vocab(), self.merges, unk_token=self.pieces[unk_id],
-                                    byte_fallback=byte_fallback, fuse_unk=True)
+                                    byte_fallback=byte_fallback, fuse_unk=True, split_pattern=split)
 
     def encode_words(self, words: Iterable[str]) -> list[int]:
         out: list[int] = []
@@ -233,10 +240,31 @@ class SentencePieceBPE(_PieceVocab):
                 if is_user:
                     out.append(self._ids[segment])
                 elif self._core is not None:
-                    out.extend(self._core.encode_words([segment]))
+                    out.extend(self._core.encode_text(segment))
                 else:
                     out.extend(self._encode_exact(segment))
         return out if self.byte_fallback else _fuse_unk(out, self.unk_id)
+
+    def encode_words_batch(self, batch: list[list[str]], num_threads: int | None = None) -> list[list[int]]:
+        """``encode_words`` of each list of words; the text between user-defined pieces is
+        encoded on ``num_threads`` Rust threads at once."""
+        if self._core is None:
+            return [self.encode_words(words) for words in batch]
+        plans: list[list[int]] = []  # per item: user-defined piece ids, and ~k for segment k
+        segments: list[str] = []
+        for words in batch:
+            plan = []
+            for word in words:
+                for segment, is_user in _split_user_defined(word, self.user_defined, self._longest_user):
+                    if is_user:
+                        plan.append(self._ids[segment])
+                    else:
+                        plan.append(~len(segments))
+                        segments.append(segment)
+            plans.append(plan)
+        encoded = self._core.encode_texts(segments, num_threads)
+        out = [carry_out(plan, encoded) for plan in plans]
+        return out if self.byte_fallback else [_fuse_unk(ids, self.unk_id) for ids in out]
 
     def _encode_exact(self, text: str) -> list[int]:
         """SentencePiece's BPE loop itself, for models with unused pieces."""
@@ -299,6 +327,20 @@ def _byte_ids(vocab: _PieceVocab, unk_id: int) -> list[int]:
     """Ids of the pieces ``<0x00>`` ... ``<0xFF>`` (the unknown id where one is missing, as in SentencePiece)."""
     ids = [vocab.token_to_id(f"<0x{b:02X}>") for b in range(256)]
     return [unk_id if i is None else i for i in ids]
+
+
+# The words between the points before a "▁" that follows another character (see
+# SentencePieceBPE): a run of "▁" and the characters after it, or a run of "▁" at the end.
+WORDS_PATTERN = f"{SPACE}*[^{SPACE}]+|{SPACE}+"
+
+
+def _space_after_other(piece: str) -> bool:
+    """True if ``piece`` has a ``▁`` right after a character other than ``▁``.
+
+    >>> _space_after_other("▁▁the"), _space_after_other("a▁b")
+    (False, True)
+    """
+    return any(piece[k] == SPACE and piece[k - 1] != SPACE for k in range(1, len(piece)))
 
 
 def _fuse_unk(ids: list[int], unk_id: int) -> list[int]:
