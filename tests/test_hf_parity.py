@@ -60,6 +60,14 @@ def test_edge_strings(name):
     check(ours, ref, EDGE_STRINGS)
 
 
+def test_sentencepiece_style_words_are_not_cut_inside_a_token():
+    """Gemma 3 encodes word by word, but one merge makes ">▁</", across a word start: its text
+    must not be cut between ">" and "▁" (models.word_split_pattern)."""
+    ours, ref = both("gemma3")
+    assert ours._pipeline.model.split_pattern not in (None, "▁*[^▁]+|▁+")
+    check(ours, ref, ["a> </p> x", "> </", "<b> </b>", "x >  </y", "<td>1</td> </tr>"])
+
+
 @pytest.mark.parametrize("name", REAL_TOKENIZERS)
 def test_corpus_sample(name, sample_texts):
     ours, ref = both(name)

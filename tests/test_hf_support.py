@@ -121,10 +121,13 @@ def first_difference(a: list, b: list) -> int:
 def compare_encodings(ours, ref, texts: list[str], *, add_special_tokens: bool) -> list[str]:
     """Encodes ``texts`` with both; returns a description of each text that differs."""
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=add_special_tokens)]
+    batch = ours.encode_batch(texts, allowed_special="all", add_special_tokens=add_special_tokens, num_threads=2)
     problems = []
-    for text, want in zip(texts, expected):
+    for text, want, got_in_batch in zip(texts, expected, batch):
         got = ours.encode(text, allowed_special="all", add_special_tokens=add_special_tokens)
-        if got != want:
+        if got_in_batch != got:
+            problems.append(f"{text[:60]!r}: encode_batch gives other ids than encode")
+        elif got != want:
             k = first_difference(got, want)
             problems.append(f"{text[:60]!r}: first difference at token {k}: ours {got[k:k + 6]}, "
                             f"tokenizers {want[k:k + 6]} ({ref.decode(want[max(0, k - 3):k + 6])!r})")

@@ -253,10 +253,10 @@ def test_denormalizer(botchan_lines):
 
 @pytest.mark.parametrize("split_by_whitespace", [True, False])
 def test_bpe_is_split_into_words_only_where_no_piece_crosses(tmp_path, split_by_whitespace):
-    """toksmith encodes SentencePiece BPE word by word (cutting before a "▁" that follows another
-    character) only when no piece has such a "▁" inside. A model trained with
-    split_by_whitespace=False has pieces across words ("e▁t"): there the text must stay one
-    sequence. Both must give sentencepiece's ids, one by one and in a batch."""
+    """toksmith encodes SentencePiece BPE word by word, cutting before a "▁" that follows a
+    character c only when no piece has "c▁" inside. A model trained with
+    split_by_whitespace=False has pieces across words ("e▁t"): its text must not be cut after
+    those characters. Both must give sentencepiece's ids, one by one and in a batch."""
     corpus = DATA_DIR / "corpora" / "en" / "botchan.txt"
     if not corpus.exists():
         pytest.skip(f"{corpus} is absent (see ../shared/data/README)")
@@ -268,7 +268,8 @@ def test_bpe_is_split_into_words_only_where_no_piece_crosses(tmp_path, split_by_
     crossing = [p for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size()))
                 if any(c == "▁" and p[k - 1] != "▁" for k, c in enumerate(p) if k > 0)]
     assert bool(crossing) is not split_by_whitespace
-    assert (tok._pipeline.model._core.split_pattern is None) is not split_by_whitespace
+    plain = "▁*[^▁]+|▁+"  # cut before every "▁" that follows another character
+    assert (tok._pipeline.model._core.split_pattern == plain) is split_by_whitespace
     lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()[:3000] if line.strip()]
     texts = lines + ["  ".join(lines[k:k + 5]) for k in range(0, 500, 5)]
     assert_none_differ(tok, compare(sp, tok, texts), len(texts))

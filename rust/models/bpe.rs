@@ -995,13 +995,30 @@ impl BpeModel {
         })
     }
 
-    /// Encodes pieces that the caller already pre-tokenized: each one is one chunk.
+    /// Encodes pieces that the caller already pre-tokenized: each one is one chunk, or at
+    /// character level with a pattern, the pattern's chunks of it (a split the caller knows
+    /// gives the same ids, see `models.BPE`'s `split_pattern`).
     pub fn encode_words<'a>(&self, words: impl IntoIterator<Item = &'a str>) -> Result<Vec<u32>> {
         with_chunk_cache(self.uid, |cache| {
             let mut out = Vec::new();
             let mut scratch = Vec::new();
-            for w in words {
-                self.encode_chunk_with(w.as_bytes(), &mut out, &mut scratch, cache)?;
+            match &self.pretokenizer {
+                Some(p) if self.options.level == Level::Char => {
+                    let mut result = Ok(());
+                    for w in words {
+                        p.for_each_chunk(w, |chunk: &str| {
+                            if result.is_ok() {
+                                result = self.encode_chunk_with(chunk.as_bytes(), &mut out, &mut scratch, cache);
+                            }
+                        })?;
+                        std::mem::replace(&mut result, Ok(()))?;
+                    }
+                }
+                _ => {
+                    for w in words {
+                        self.encode_chunk_with(w.as_bytes(), &mut out, &mut scratch, cache)?;
+                    }
+                }
             }
             Ok(out)
         })

@@ -27,7 +27,7 @@ from .. import post_processors as post
 from .. import pre_tokenizers as pre
 from .. import _core
 from ..errors import EncodeError, FormatError
-from ..models import BPE, Unigram, WordLevel, WordPiece, _VocabModel
+from ..models import SPACE, BPE, Unigram, WordLevel, WordPiece, _VocabModel, word_split_pattern
 from ..pipeline import AddedToken, Pipeline
 from ..tokenizer import Tokenizer
 from .hf_sentencepiece import hf_pipeline, is_sentencepiece_style
@@ -57,6 +57,14 @@ class HFBPE(BPE):
         whole = self.options["ignore_merges"]  # such a word is emitted whole, before any check
         known = [w if whole and w in self._vocab else "".join(c for c in w if c in self._vocab) for w in words]
         return self._core.encode_words([w for w in known if w])
+
+    def encode_words_batch(self, batch, num_threads=None):
+        try:
+            return super().encode_words_batch(batch, num_threads)
+        except EncodeError:
+            if self.options["unk_token"] is not None or self.options["byte_fallback"]:
+                raise
+        return [self.encode_words(words) for words in batch]  # with the characters dropped as above
 
 
 class HFUnigram(Unigram):
@@ -526,9 +534,17 @@ def _model(r: _Reader, d, path: str = "model"):
             if 0 < have < 256:
                 raise r.unsupported(f"{path}.byte_fallback", f"byte fallback with only {have} of the 256 <0xXX> tokens")
         merges = _merges(r, d, path, vocab, prefix or "")
+        ignore_merges = r.get(d, "ignore_merges", path, bool, False)
+        # SentencePiece-style vocabularies (Gemma, Llama 2) encode word by word, cut where no
+        # merge's token crosses (see `word_split_pattern`). A prefix or suffix marks a word's
+        # ends, and ignore_merges looks up the whole word: both would differ. "▁" must be a
+        # token, so that a run of unknown characters never spans two words (fuse_unk joins it).
+        split = None
+        if SPACE in vocab and not prefix and not suffix and not ignore_merges:
+            split = word_split_pattern(a + b for a, b in merges)
         return HFBPE(vocab, merges, unk_token=unk, byte_fallback=byte_fallback,
                      fuse_unk=r.get(d, "fuse_unk", path, bool, False), continuing_subword_prefix=prefix,
-                     end_of_word_suffix=suffix, ignore_merges=r.get(d, "ignore_merges", path, bool, False))
+                     end_of_word_suffix=suffix, ignore_merges=ignore_merges, split_pattern=split)
     if t == "WordPiece":
         r.check_keys(d, path, {"unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"}, what)
         vocab = _vocab(r, d, path)
