@@ -65,6 +65,7 @@ def word_split_pattern(tokens: Iterable[str]) -> str:
     """
     joined = sorted({t[k - 1] for t in tokens for k in range(1, len(t)) if t[k] == SPACE and t[k - 1] != SPACE})
     if not joined:
+        # Rust runs this exact pattern by hand (rust/pretokenize: SPACE_WORDS_PATTERN).
         return f"{SPACE}*[^{SPACE}]+|{SPACE}+"
     # Hex escapes: the same in Python's re and Rust's regex, whatever the character.
     cls = "".join(f"\\U{ord(c):08X}" for c in joined)

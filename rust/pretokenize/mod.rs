@@ -43,7 +43,32 @@ pub struct Pretokenizer {
 enum Engine {
     /// A named pattern, recognised by its exact regex string.
     Scanner(Scanner),
+    /// `SPACE_WORDS_PATTERN`.
+    SpaceWords,
     Regex(Regex),
+}
+
+/// The words of SentencePiece-style text (`python/toksmith/models.py: word_split_pattern`): a
+/// run of "▁" and what follows up to the next "▁", or a run of "▁" at the end. Each chunk ends
+/// right before a "▁" that follows another character, which a byte search finds faster than
+/// the regex engine (its forward and backward passes took a fifth of Mistral 7B's encoding).
+pub const SPACE_WORDS_PATTERN: &str = "▁*[^▁]+|▁+";
+
+/// `SPACE_WORDS_PATTERN`'s chunks of `text`.
+fn for_each_space_word<'t, S: ChunkSink<'t>>(text: &'t str, sink: &mut S) {
+    const SPACE: &[u8] = "▁".as_bytes();
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for at in memchr::memmem::find_iter(bytes, SPACE) {
+        // UTF-8 synchronises: the 3 bytes before `at` are "▁" only if the character before is.
+        if at > start && (at < SPACE.len() || bytes[at - SPACE.len()..at] != *SPACE) {
+            sink.chunk(&text[start..at]);
+            start = at;
+        }
+    }
+    if start < text.len() {
+        sink.chunk(&text[start..]);
+    }
 }
 
 /// The scanner that reproduces `pattern`, if it is one of the named regexes.
@@ -63,6 +88,7 @@ impl Pretokenizer {
     pub fn new(pattern: &str) -> Result<Self> {
         match scanner_for(pattern) {
             Some(kind) => Ok(Pretokenizer { engine: Engine::Scanner(Scanner::new(kind)), pattern: pattern.to_string() }),
+            None if pattern == SPACE_WORDS_PATTERN => Ok(Pretokenizer { engine: Engine::SpaceWords, pattern: pattern.to_string() }),
             None => Self::with_regex(pattern),
         }
     }
@@ -98,6 +124,10 @@ impl Pretokenizer {
         let regex = match &self.engine {
             Engine::Scanner(scanner) => {
                 scanner.for_each_chunk(text, sink);
+                return Ok(());
+            }
+            Engine::SpaceWords => {
+                for_each_space_word(text, &mut sink);
                 return Ok(());
             }
             Engine::Regex(regex) => regex,
@@ -213,6 +243,21 @@ mod tests {
     fn o200k_splits_camel_case() {
         let p = Pretokenizer::new(O200K_PATTERN).unwrap();
         assert_eq!(p.split("HelloWorld").unwrap(), vec!["Hello", "World"]);
+    }
+
+    #[test]
+    fn space_words_are_the_regex_chunks() {
+        let by_hand = Pretokenizer::new(SPACE_WORDS_PATTERN).unwrap();
+        let regex = Pretokenizer::with_regex(SPACE_WORDS_PATTERN).unwrap();
+        assert!(matches!(by_hand.engine, Engine::SpaceWords));
+        let alphabet = ["▁", "a", "é", "字", "\n", " ", "😀", "\u{2580}", "\u{2582}"];
+        let mut next = crate::lcg(7);
+        for n in 0..2000 {
+            let len = (n % 12) as u64;
+            let text: String = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+            assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
+        }
+        assert_eq!(by_hand.split("▁▁a▁b▁▁").unwrap(), ["▁▁a", "▁b", "▁▁"]);
     }
 
     #[test]
