@@ -163,7 +163,7 @@ class Pipeline:
         """``encode`` of each text. With the Rust fast path, the pieces between added tokens of all
         texts are encoded in one parallel Rust call; the rest (added tokens, templates) is cheap.
         Likewise, after the Python normalizer and pre-tokenizer, the words of all texts for a model
-        that encodes batches (BPE); other models encode one text at a time."""
+        that encodes batches (BPE cut into words); other models encode one text at a time."""
         model_batch = getattr(self.model, "encode_words_batch", None)
         if self.fast is None and model_batch is None:
             return [self.encode(t, allowed_special=allowed_special, add_special_tokens=add_special_tokens) for t in texts]

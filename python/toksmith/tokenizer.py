@@ -223,8 +223,9 @@ class Tokenizer:
     ) -> list[list[int]]:
         """Encodes many texts in parallel (Rust threads, GIL released); same rules as :meth:`encode`.
         Loaded pipelines with Python stages (normalizers other than byte-level BPE's) run those
-        stages one text at a time; of their models, BPE then encodes the words of all texts on
-        Rust threads (SentencePiece-style BPE cut into words), the others one text at a time."""
+        stages one text at a time; SentencePiece-style BPE (cut into words, see
+        ``models.word_split_pattern``) then encodes the words of all texts on Rust threads, other
+        models one text at a time."""
         texts = list(texts)
         allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
         if not texts:
