@@ -1,7 +1,7 @@
 """Encoding throughput of loaded tokenizers against their own libraries.
 
-- Llama 3 and Qwen 3 ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs Hugging Face
-  ``tokenizers``;
+- Llama 3, Qwen 3 and Gemma 3 ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs
+  Hugging Face ``tokenizers``;
 - SentencePiece models (../shared/data/tokenizers/sentencepiece): toksmith vs ``sentencepiece``.
 
 Text: the same English sample as benchmarks/encode.py (an equal share of each
@@ -71,6 +71,7 @@ def main() -> None:
     cases = [
         ("llama3 tokenizer.json", DATA / "tokenizers/hf/llama3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("qwen3 tokenizer.json", DATA / "tokenizers/hf/qwen3/tokenizer.json.xz", hf_peer, "tokenizers"),
+        ("gemma3 tokenizer.json", DATA / "tokenizers/hf/gemma3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("mistral-7b .model", DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model", sp_peer, "sentencepiece"),
     ]
     rows = []

@@ -86,6 +86,38 @@ impl SpecialTokens {
     }
 }
 
+/// Finds literal strings in text, leftmost and then longest, without overlaps: the added tokens
+/// of a Hugging Face pipeline (thousands for Gemma 3, where Python's `re` over an alternation
+/// of them took 40% of the encoding time).
+#[derive(Debug, Clone)]
+pub struct LiteralMatcher {
+    matcher: AhoCorasick,
+}
+
+impl LiteralMatcher {
+    pub fn new(strings: &[String]) -> Result<Self> {
+        if strings.iter().any(|s| s.is_empty()) {
+            return Err(Error::new(ErrorKind::Format, "a string to find must not be empty"));
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(strings)
+            .map_err(|e| Error::new(ErrorKind::Format, format!("strings to find: {e}")))?;
+        Ok(LiteralMatcher { matcher })
+    }
+
+    /// The matches in `text` as (start, end, index of the string), in characters, not bytes.
+    pub fn find_chars(&self, text: &str) -> Vec<(usize, usize, usize)> {
+        let (mut byte, mut char) = (0, 0);
+        let mut to_char = |at: usize| {
+            char += text[byte..at].chars().count();
+            byte = at;
+            char
+        };
+        self.matcher.find_iter(text).map(|m| (to_char(m.start()), to_char(m.end()), m.pattern().as_usize())).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +144,12 @@ mod tests {
         assert_eq!(pieces(&s, "<|end|>x", &[1, 2]), vec![Piece::Special(2)]);
         // When the longer one is not allowed, the shorter one still applies.
         assert_eq!(pieces(&s, "<|end|>x", &[1]), vec![Piece::Special(1), Piece::Text("x")]);
+    }
+    #[test]
+    fn literal_matcher_is_leftmost_longest_in_characters() {
+        let m = LiteralMatcher::new(&["ab".to_string(), "abc".to_string(), "é".to_string(), "c".to_string()]).unwrap();
+        assert_eq!(m.find_chars("éabcabé c"), [(0, 1, 2), (1, 4, 1), (4, 6, 0), (6, 7, 2), (8, 9, 3)]);
+        assert!(m.find_chars("xyz").is_empty());
+        assert!(LiteralMatcher::new(&[String::new()]).is_err());
     }
 }

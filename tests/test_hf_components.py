@@ -323,3 +323,29 @@ def test_precompiled_normalizer(model, texts, tmp_path):
                                                           N("Replace", pattern={"String": " "}, content="\u2581")]),
                  "pre_tokenizer": N("Metaspace", replacement="\u2581", prepend_scheme="first", split=True)},
                 ADDED, texts + extra, tmp_path)
+
+
+def test_added_token_finder_matches_like_the_regex_alternation():
+    """Added tokens are found by Rust's Aho-Corasick (leftmost, then longest); the spans, in
+    characters, must be those of Python's `re` over the alternation of the strings, longest
+    first, which it replaced. Random texts over a small alphabet, with overlapping tokens and
+    lstrip/rstrip/single_word among them."""
+    import random
+    import re
+
+    from toksmith.pipeline import AddedToken, _Matcher
+
+    rng = random.Random(3)
+    alphabet = ["a", "b", "é", "字", " ", "\n", "▁", "😀"]
+    for trial in range(200):
+        contents = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 12))}
+        tokens = {c: AddedToken(c, k, special=False, lstrip=rng.random() < 0.2, rstrip=rng.random() < 0.2,
+                                single_word=rng.random() < 0.2) for k, c in enumerate(sorted(contents))}
+        fast = _Matcher(tokens)
+        slow = _Matcher(tokens)
+        slow.finder = None
+        slow.regex = re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True))))
+        assert fast.finder is not None
+        for _ in range(20):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+            assert fast.split(text) == slow.split(text), (trial, text, sorted(tokens))

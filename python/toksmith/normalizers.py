@@ -268,6 +268,8 @@ class Replace(Normalizer):
         return list(find_spans(self._regex, text)) if self._regex is not None and text else []
 
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:
+        if self._regex is not None and not self.is_regex:  # a literal string: str.replace finds the same
+            return text.replace(self.pattern, self.content), bool(self.content) or not text.startswith(self.pattern)
         spans = self._spans(text)
         if not spans:
             return text, True

@@ -514,7 +514,10 @@ class Split(PreTokenizer):
     def matches(self, text: str) -> Matches:
         if self._regex is None:  # an empty string pattern matches nothing
             return [(0, len(text), False)]
-        found = regex_matches(self._regex, text)
+        if not self.is_regex and self.pattern not in text:  # often: Gemma splits on " " after " " became "▁"
+            found = [(0, len(text), False)]
+        else:
+            found = regex_matches(self._regex, text)
         return [(s, e, not m) for s, e, m in found] if self.invert else found
 
     def split(self, pieces: Pieces) -> Pieces:

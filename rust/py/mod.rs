@@ -7,7 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
-use crate::special::SpecialTokens;
+use crate::special::{LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use crate::train::read::{read_block, split_safe};
@@ -706,12 +706,32 @@ fn clear_chunk_caches() {
     crate::models::bpe::clear_chunk_caches();
 }
 
+/// Finds literal strings in text: leftmost, then longest (see `special::LiteralMatcher`).
+#[pyclass(name = "LiteralMatcher", module = "toksmith._core", frozen)]
+struct PyLiteralMatcher {
+    inner: LiteralMatcher,
+}
+
+#[pymethods]
+impl PyLiteralMatcher {
+    #[new]
+    fn new(strings: Vec<String>) -> PyResult<Self> {
+        guard(|| LiteralMatcher::new(&strings)).map(|inner| PyLiteralMatcher { inner })
+    }
+
+    /// The matches in `text` as (start, end, index of the string), in characters.
+    fn find(&self, py: Python<'_>, text: &str) -> Vec<(usize, usize, usize)> {
+        py.allow_threads(|| self.inner.find_chars(text))
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
     m.add_class::<PyBpeTrainer>()?;
     m.add_class::<PyWordPieceModel>()?;
     m.add_class::<PyUnigramModel>()?;
+    m.add_class::<PyLiteralMatcher>()?;
     subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
