@@ -367,12 +367,12 @@ def _assemble(merges, regex, pattern_name, specials, position, settings) -> Toke
     """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges)."""
     token_bytes = _internal_token_bytes(merges)
     offset = len(specials) if position == "first" else 0
-    tokens = {i + offset: b for i, b in enumerate(token_bytes)}
+    tokens = dict(enumerate(token_bytes, offset))
     first_special = 0 if position == "first" else len(token_bytes)
     special_ids = {s: first_special + k for k, s in enumerate(specials)}
     return Tokenizer(
         tokens=tokens,
-        merges=[(a + offset, b + offset) for a, b in merges],
+        merges=[(a + offset, b + offset) for a, b in merges] if offset else merges,
         pattern=regex,
         pattern_name=pattern_name,
         special_tokens=special_ids,
