@@ -252,7 +252,9 @@ class LlamaSPM(_LlamaModel):
         self.merges = _score_merges(vocab, range(vocab.vocab_size))
         self._byte_ids = [vocab.ids.get(f"<0x{b:02X}>", vocab.ids.get(chr(b)) if b < 0x80 else None) for b in range(256)]
         full_bytes = all(vocab.ids.get(f"<0x{b:02X}>") is not None for b in range(256))
-        self._core = models.BPE(_unique_vocab(vocab), self.merges, byte_fallback=full_bytes)
+        # Word by word where no merge crosses (see `word_split_pattern`): the same ids, cached.
+        self._core = models.BPE(_unique_vocab(vocab), self.merges, byte_fallback=full_bytes,
+                                split_pattern=models.word_split_pattern(a + b for a, b in self.merges))
         self._full_bytes = full_bytes
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
