@@ -349,3 +349,24 @@ def test_added_token_finder_matches_like_the_regex_alternation():
         for _ in range(20):
             text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
             assert fast.split(text) == slow.split(text), (trial, text, sorted(tokens))
+
+
+def test_split_on_a_string_it_does_not_find_keeps_the_pieces_whole():
+    """`Split` on a literal string skips its machinery when no piece holds the string; the
+    result must be the general path's for every behavior, with and without invert."""
+    import random
+
+    from toksmith.pre_tokenizers import BEHAVIORS, Split, _split_each, apply_behavior, regex_matches
+
+    def matches(split, text):  # the regex's matches, as before any shortcut
+        return [(s, e, m != split.invert) for s, e, m in regex_matches(split._regex, text)]
+
+    rng = random.Random(5)
+    for behavior in BEHAVIORS:
+        for invert in (False, True):
+            split = Split(" ", behavior, invert=invert)
+            for _ in range(200):
+                pieces = [("".join(rng.choice("ab ▁") for _ in range(rng.randint(0, 6))), rng.random() < 0.5)
+                          for _ in range(rng.randint(1, 4))]
+                general = _split_each(pieces, lambda t: apply_behavior(matches(split, t), split.behavior))
+                assert split.split(pieces) == general, (behavior, invert, pieces)

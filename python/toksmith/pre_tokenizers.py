@@ -521,6 +521,10 @@ class Split(PreTokenizer):
         return [(s, e, not m) for s, e, m in found] if self.invert else found
 
     def split(self, pieces: Pieces) -> Pieces:
+        if self._regex is not None and not self.is_regex and not self.invert and \
+                not any(self.pattern in text for text, _ in pieces):
+            # No match: every behavior keeps each piece whole (what the general path gives).
+            return [(text, at_origin) for text, at_origin in pieces if text]
         return _split_each(pieces, lambda t: apply_behavior(self.matches(t), self.behavior))
 
     def to_hf(self) -> dict:
