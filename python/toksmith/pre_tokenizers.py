@@ -514,16 +514,14 @@ class Split(PreTokenizer):
     def matches(self, text: str) -> Matches:
         if self._regex is None:  # an empty string pattern matches nothing
             return [(0, len(text), False)]
-        if not self.is_regex and self.pattern not in text:  # often: Gemma splits on " " after " " became "▁"
-            found = [(0, len(text), False)]
-        else:
-            found = regex_matches(self._regex, text)
+        found = regex_matches(self._regex, text)
         return [(s, e, not m) for s, e, m in found] if self.invert else found
 
     def split(self, pieces: Pieces) -> Pieces:
         if self._regex is not None and not self.is_regex and not self.invert and \
                 not any(self.pattern in text for text, _ in pieces):
-            # No match: every behavior keeps each piece whole (what the general path gives).
+            # No match (often: Gemma 3 splits on " " after " " became "▁"): every behavior
+            # keeps each piece whole, as the general path does.
             return [(text, at_origin) for text, at_origin in pieces if text]
         return _split_each(pieces, lambda t: apply_behavior(self.matches(t), self.behavior))
 

@@ -1004,14 +1004,8 @@ impl BpeModel {
             let mut scratch = Vec::new();
             match &self.pretokenizer {
                 Some(p) if self.options.level == Level::Char => {
-                    let mut result = Ok(());
                     for w in words {
-                        p.for_each_chunk(w, |chunk: &str| {
-                            if result.is_ok() {
-                                result = self.encode_chunk_with(chunk.as_bytes(), &mut out, &mut scratch, cache);
-                            }
-                        })?;
-                        std::mem::replace(&mut result, Ok(()))?;
+                        self.encode_char_chunks(p, w, &mut out, &mut scratch, cache)?;
                     }
                 }
                 _ => {
@@ -1041,16 +1035,20 @@ impl BpeModel {
                     sink.finish();
                     result
                 }
-                Some(p) => {
-                    p.for_each_chunk(text, |chunk: &str| {
-                        if result.is_ok() {
-                            result = self.encode_chunk_keyed(chunk.as_bytes(), None, out, &mut scratch, cache);
-                        }
-                    })?;
-                    result
-                }
+                Some(p) => self.encode_char_chunks(p, text, out, &mut scratch, cache),
             }
         })
+    }
+
+    /// Character level: the chunks of `text` by pattern `p`, one after the other.
+    fn encode_char_chunks(&self, p: &Pretokenizer, text: &str, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
+        let mut result = Ok(());
+        p.for_each_chunk(text, |chunk: &str| {
+            if result.is_ok() {
+                result = self.encode_chunk_keyed(chunk.as_bytes(), None, out, scratch, cache);
+            }
+        })?;
+        result
     }
 
     /// The ids of a byte-level chunk that most chunks of text get with a few instructions: one or

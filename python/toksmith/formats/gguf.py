@@ -25,11 +25,11 @@ from .. import models
 from ..byte_level import bytes_to_token, token_to_bytes
 from ..charsmap import PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
+from ..models import SPACE  # ▁, SentencePiece's visible space
 from ..pipeline import AddedToken, Pipeline
 from ..tokenizer import Tokenizer
 from . import llama_cpp_pre
 
-SPACE = "\u2581"  # ▁
 
 # tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*)
 UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6

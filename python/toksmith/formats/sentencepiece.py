@@ -34,10 +34,10 @@ from pathlib import Path
 from .. import models
 from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import FormatError
+from ..models import SPACE  # ▁, SentencePiece's visible space
 from ..pipeline import AddedToken, Pipeline, carry_out
 from ..tokenizer import Tokenizer
 
-SPACE = "\u2581"  # ▁, SentencePiece's visible space
 
 # ModelProto.SentencePiece.Type values
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
