@@ -192,3 +192,34 @@ def test_batch_of_loaded_byte_level_pipeline_matches_hf(add_special_tokens):
     got = tok.encode_batch(texts, num_threads=2, allowed_special="all", add_special_tokens=add_special_tokens)
     assert got == [e.ids for e in ref.encode_batch(texts, add_special_tokens=add_special_tokens)]
     assert got == [tok.encode(t, allowed_special="all", add_special_tokens=add_special_tokens) for t in texts]
+
+
+def test_id_lists_outlive_many_freed_lists():
+    """Result lists hold the shared int objects without taking a reference (see rust/py/ints.rs):
+    freeing millions of such lists must never free an int. Were an int freed, its slot in the
+    shared table would dangle and later lists would hold garbage or crash, so this runs in a
+    subprocess."""
+    import subprocess
+    import sys
+
+    script = r"""
+import gc, sys, toksmith
+tok = toksmith.train(["the quick brown fox jumps over the lazy dog 0123456789 " * 50], vocab_size=300)
+text = "the quick brown fox jumps over the lazy dog 0123456789 " * 20
+ids = tok.encode(text)
+values = [int(str(i)) for i in ids]  # ints made here, not taken from the table
+for _ in range(3000):
+    tok.encode(text)  # made and freed at once
+    tok.encode_batch([text, text[:50]], num_threads=2)
+gc.collect()
+other = toksmith.train(["a b c d e f " * 50], vocab_size=270)  # grows or shares the same table
+for _ in range(1000):
+    other.encode("a b c d e f")
+again = tok.encode(text)
+assert again == values and ids == values, "ids changed after lists were freed"
+assert all(type(i) is int and i == int(str(i)) for i in again)
+print("ok", len(again))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("ok ")

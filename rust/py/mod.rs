@@ -19,6 +19,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod ints;
 mod subword;
 
 pyo3::import_exception!(toksmith.errors, InvalidPatternError);
@@ -104,24 +105,15 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 #[pyclass(name = "BpeModel", module = "toksmith._core", frozen)]
 struct PyBpeModel {
     inner: BpeModel,
-    /// A Python int for every id, made once: building the result list then only copies
-    /// references instead of allocating an int per token (a third of encode's time otherwise).
-    ints: std::sync::OnceLock<Vec<Py<PyAny>>>,
 }
 
 impl PyBpeModel {
     fn wrap(inner: BpeModel) -> Self {
-        PyBpeModel { inner, ints: std::sync::OnceLock::new() }
+        PyBpeModel { inner }
     }
 
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-        let ints = self.ints.get_or_init(|| {
-            (0..self.inner.vocab_len() as u32).map(|i| i.into_pyobject(py).expect("int").into_any().unbind()).collect()
-        });
-        let list = PyList::new(py, ids.iter().map(|&i| match ints.get(i as usize) {
-            Some(obj) => obj.clone_ref(py).into_bound(py),
-            None => i.into_pyobject(py).expect("int").into_any(),
-        }))?;
+        let list = ints::id_list(py, ids, self.inner.vocab_len())?;
         // A list of ints is in no reference cycle, so the cycle collector is told not to watch
         // it (CPython untracks tuples of atoms the same way, though never a list of its own).
         // Otherwise every collection walks every id of every list still alive: with thousands
