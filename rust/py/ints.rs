@@ -93,13 +93,39 @@ fn table(py: Python<'_>, n: usize, mode: Immortality) -> &'static [usize] {
     }
 }
 
-/// A new list of the ints `ids`, where every id is below `vocab_len`.
-pub fn id_list<'py>(py: Python<'py>, ids: &[u32], vocab_len: usize) -> PyResult<Bound<'py, PyList>> {
-    let mode = immortality(py);
-    if mode == Immortality::Unsupported {
-        return PyList::new(py, ids);
+/// The immortal ints of ids `0..len`, readable without the GIL: threads that encode can turn
+/// ids into the objects a list holds, so that the thread with the GIL only copies them.
+#[derive(Clone, Copy)]
+pub struct Ints(&'static [usize]);
+
+impl Ints {
+    /// The ints of at least `0..n`; None where this interpreter cannot make them immortal.
+    pub fn get(py: Python<'_>, n: usize) -> Option<Ints> {
+        match immortality(py) {
+            Immortality::Unsupported => None,
+            mode => Some(Ints(table(py, n, mode))),
+        }
     }
-    let ints = table(py, vocab_len, mode);
+
+    /// Appends the objects of `ids` to `out`; false if an id is past the table (then `out` may
+    /// hold some of them: the caller falls back to `id_list`).
+    pub fn objects_of(&self, ids: &[u32], out: &mut Vec<usize>) -> bool {
+        out.reserve(ids.len());
+        for &id in ids {
+            match self.0.get(id as usize) {
+                Some(&int) => out.push(int),
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// A new list of the ints `ids`.
+pub fn id_list<'py>(py: Python<'py>, ids: &[u32], vocab_len: usize) -> PyResult<Bound<'py, PyList>> {
+    let Some(ints) = Ints::get(py, vocab_len) else {
+        return PyList::new(py, ids);
+    };
     // SAFETY: PyList_New gives a list of `ids.len()` empty slots (or NULL with an exception
     // set); each slot is filled exactly once with an object that lives forever, so the list
     // owns a valid reference in each without an increment (see the module's note).
@@ -107,11 +133,26 @@ pub fn id_list<'py>(py: Python<'py>, ids: &[u32], vocab_len: usize) -> PyResult<
         let list = ffi::PyList_New(ids.len() as ffi::Py_ssize_t);
         let list = Bound::from_owned_ptr_or_err(py, list)?.downcast_into_unchecked::<PyList>();
         for (k, &id) in ids.iter().enumerate() {
-            let int = match ints.get(id as usize) {
+            let int = match ints.0.get(id as usize) {
                 Some(&int) => int as *mut ffi::PyObject,
                 None => (id as u64).into_pyobject(py).expect("an int").into_ptr(),
             };
             ffi::PyList_SET_ITEM(list.as_ptr(), k as ffi::Py_ssize_t, int);
+        }
+        Ok(list)
+    }
+}
+
+/// A new list of `objects`, given by [`Ints::objects_of`]: one copy of the addresses.
+pub fn list_of<'py>(py: Python<'py>, objects: &[usize]) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: as in `id_list`: the list's `objects.len()` slots are all filled, each with an
+    // immortal int (`Ints` holds nothing else).
+    unsafe {
+        let list = ffi::PyList_New(objects.len() as ffi::Py_ssize_t);
+        let list = Bound::from_owned_ptr_or_err(py, list)?.downcast_into_unchecked::<PyList>();
+        if !objects.is_empty() {
+            let items = (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item;
+            std::ptr::copy_nonoverlapping(objects.as_ptr().cast::<*mut ffi::PyObject>(), items, objects.len());
         }
         Ok(list)
     }

@@ -102,6 +102,12 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// A batch group's result: ids, or (where the interpreter has immortal ints) their objects.
+enum Encoded {
+    Ids(Vec<u32>),
+    Objects(Vec<usize>),
+}
+
 #[pyclass(name = "BpeModel", module = "toksmith._core", frozen)]
 struct PyBpeModel {
     inner: BpeModel,
@@ -113,17 +119,20 @@ impl PyBpeModel {
     }
 
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-        let list = ints::id_list(py, ids, self.inner.vocab_len())?;
-        // A list of ints is in no reference cycle, so the cycle collector is told not to watch
-        // it (CPython untracks tuples of atoms the same way, though never a list of its own).
-        // Otherwise every collection walks every id of every list still alive: with thousands
-        // of results, as from a batch, that was a fifth of the time. Freed by reference counting
-        // as usual; a cycle the caller later builds through the list itself (appending an
-        // object that refers back to it) would not be collected: the README says so.
-        // SAFETY: `list` is a live list, made above and tracked; untracking it is always valid.
-        unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
-        Ok(list)
+        ints::id_list(py, ids, self.inner.vocab_len()).map(untracked)
     }
+}
+
+/// A list of ints is in no reference cycle, so the cycle collector is told not to watch it
+/// (CPython untracks tuples of atoms the same way, though never a list of its own). Otherwise
+/// every collection walks every id of every list still alive: with thousands of results, as
+/// from a batch, that was a fifth of the time. Freed by reference counting as usual; a cycle
+/// the caller later builds through the list itself (appending an object that refers back to
+/// it) would not be collected: the README says so.
+fn untracked(list: Bound<'_, PyList>) -> Bound<'_, PyList> {
+    // SAFETY: `list` is a live list, new and tracked; untracking it is always valid.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
+    list
 }
 
 #[pymethods]
@@ -243,7 +252,10 @@ impl PyBpeModel {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
         // Texts go in groups, each group's ids in one buffer: one message and one allocation
         // per group, not per text. Result: (first text, its ids and the end of each text's).
-        type Group = (usize, Result<(Vec<u32>, Vec<usize>), Error>);
+        // The ids are turned into the int objects the lists hold by the thread that encoded
+        // them: the thread with the GIL, which makes every list, then only copies them.
+        type Group = (usize, Result<(Encoded, Vec<usize>), Error>);
+        let table = ints::Ints::get(py, self.inner.vocab_len());
         let group = (texts.len() / 64).clamp(1, 32);
         let n_groups = texts.len().div_ceil(group);
         // The groups no thread has taken yet: this thread takes them from the front, the
@@ -283,7 +295,14 @@ impl PyBpeModel {
             if result.is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            Some((g * group, result.map(|()| (ids, ends))))
+            let encoded = match table {
+                Some(table) => {
+                    let mut objects = Vec::new();
+                    if table.objects_of(&ids, &mut objects) { Encoded::Objects(objects) } else { Encoded::Ids(ids) }
+                }
+                None => Encoded::Ids(ids),
+            };
+            Some((g * group, result.map(|()| (encoded, ends))))
         };
         let pool = pool_of(num_threads).map_err(to_py)?;
         let helpers = match &pool {
@@ -309,7 +328,11 @@ impl PyBpeModel {
                         };
                         let mut from = 0;
                         for (k, &end) in ends.iter().enumerate() {
-                            match self.to_list(py, &ids[from..end]) {
+                            let list = match &ids {
+                                Encoded::Objects(objects) => ints::list_of(py, &objects[from..end]).map(untracked),
+                                Encoded::Ids(ids) => self.to_list(py, &ids[from..end]),
+                            };
+                            match list {
                                 Ok(list) => lists[start + k] = Some(list.unbind()),
                                 Err(e) => {
                                     failure.get_or_insert(e);
