@@ -167,8 +167,9 @@ impl PyBpeModel {
     }
 
     /// Encodes pieces the caller already pre-tokenized; each is one chunk (no regex, no specials).
-    fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
-        py.allow_threads(|| guard(|| self.inner.encode_words(words.iter().map(|w| w.as_str()))))
+    fn encode_words<'py>(&self, py: Python<'py>, words: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let ids = py.allow_threads(|| guard(|| self.inner.encode_words(words.iter().map(|w| w.as_str()))))?;
+        self.to_list(py, &ids)
     }
 
     /// The id of a token given by its bytes, or None.
