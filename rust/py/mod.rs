@@ -296,14 +296,15 @@ impl PyBpeModel {
             if result.is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            let encoded = match table {
-                Some(table) => {
-                    let mut objects = Vec::new();
-                    if table.objects_of(&ids, &mut objects) { Encoded::Objects(objects) } else { Encoded::Ids(ids) }
+            // A failed group's ids are dropped, not converted.
+            let encoded = result.map(|()| {
+                let mut objects = Vec::new();
+                match table {
+                    Some(table) if table.objects_of(&ids, &mut objects) => (Encoded::Objects(objects), ends),
+                    _ => (Encoded::Ids(ids), ends),
                 }
-                None => Encoded::Ids(ids),
-            };
-            Some((g * group, result.map(|()| (encoded, ends))))
+            });
+            Some((g * group, encoded))
         };
         let pool = pool_of(num_threads).map_err(to_py)?;
         let helpers = match &pool {
