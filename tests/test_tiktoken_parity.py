@@ -104,6 +104,21 @@ def test_edge_strings_identical():
             assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), (name, text[:20])
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_base"])
+def test_long_runs_of_one_character_identical(name):
+    """A chunk that is one byte repeated 1,000 times or more, give or take a few symbols on each
+    side, is merged without spelling the run out (`merge_run`); every printable ASCII character
+    and a few others, at lengths of each parity and with short heads and tails, against tiktoken."""
+    ours, theirs = pair(name)
+    rng = random.Random(3)
+    chars = [chr(c) for c in range(0x20, 0x7F)] + ["\n", "\t", "\r\n", "é", "ー"]
+    sides = ["", " ", "x", "'", "\n", "Hello ", "a" * 7, " " * 3 + "b", "==", "0"]
+    for c in chars:
+        for length in (1025, 1030, 1031, 2048, 2049 + rng.randrange(3000)):
+            text = rng.choice(sides) + c * length + rng.choice(sides)
+            assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), (name, repr(text[:12]), length)
+
+
 def test_repeated_chunks_from_the_cache_identical():
     """Chunks seen before are answered by the per-thread caches (short ones by a packed key,
     those of 16-256 bytes by their bytes); the ids must not change from the first encoding to

@@ -531,6 +531,28 @@ impl RankBuckets {
     }
 }
 
+/// `merge_run` takes chunks whose symbols other than one repeated run number at most this many
+/// on either side, and whose run is at least `MIN_RUN` long: each of its steps looks at every
+/// pair outside the run, so the sides must be few for it to stay linear in the chunk's length.
+const RUN_SIDES: usize = 64;
+const MIN_RUN: usize = 1024;
+
+/// The run of one repeated symbol that makes up all of `symbols` but at most `RUN_SIDES` symbols
+/// on each side, if it is at least `MIN_RUN` long: (start, end).
+fn long_run(symbols: &[u32]) -> Option<(usize, usize)> {
+    if symbols.len() < MIN_RUN + 1 {
+        return None;
+    }
+    // Such a run covers position RUN_SIDES; most long chunks (CJK text) differ right there.
+    let s = symbols[RUN_SIDES];
+    let mut start = RUN_SIDES;
+    while start > 0 && symbols[start - 1] == s {
+        start -= 1;
+    }
+    let end = RUN_SIDES + symbols[RUN_SIDES..].iter().take_while(|&&x| x == s).count();
+    (end - start >= MIN_RUN && symbols.len() - end <= RUN_SIDES).then_some((start, end))
+}
+
 /// The rank of a pair that does not merge: larger than every real rank.
 const NO_MERGE: (u32, u32) = (u32::MAX, u32::MAX);
 
@@ -1399,7 +1421,124 @@ impl BpeModel {
     }
 
     /// The same merge order as `merge_short` (lowest rank first, leftmost first among equals),
-    /// in near-linear time for long chunks (1 MB of one letter, of spaces, of Chinese...).
+    /// in near-linear time for long chunks: `merge_run` for one symbol repeated, `merge_queued`
+    /// for the rest.
+    fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
+        if let Some((start, end)) = long_run(initial) {
+            self.merge_run(&initial[..start], initial[start], end - start, &initial[end..], out, memo);
+            return;
+        }
+        self.merge_queued(initial, bytes, out, memo);
+    }
+
+    /// BPE of `head` ++ `sym` x `k` ++ `tail`, appended to `out`, for a chunk that is one symbol repeated, give or
+    /// take a few (1 MB of `a`, of spaces, of `^`). The repeated part is never spelled out: it
+    /// stays one symbol and a count, so a megabyte merges in a few hundred steps, not a million.
+    ///
+    /// Each step does what `merge_short` does, the lowest-ranked pair first and the leftmost among
+    /// equals, where the candidates are the pairs of the head, the pair across the head and the
+    /// run, the run's own pair (t, t), the pair across the run and the tail, and the tail's pairs.
+    /// When (t, t) is chosen, BPE merges the run's pairs one after the other from its left end;
+    /// if no pair that sweep creates ranks at or below (t, t), nothing else can come between
+    /// those merges, and the run becomes (tt) x k/2 (and a t that joins the tail when k is odd)
+    /// in one step. Otherwise, or once the run is short, the state (an exact intermediate state of
+    /// BPE) is spelled out and merged by the general path. Returns the length of that state (for
+    /// tests: it is short unless the fast steps stopped early).
+    fn merge_run(&self, head: &[u32], sym: u32, k: usize, tail: &[u32], out: &mut Vec<u32>, memo: &mut PairMemo) -> usize {
+        let (mut head, mut t, mut k, mut tail) = (head.to_vec(), sym, k, std::collections::VecDeque::from(tail.to_vec()));
+        loop {
+            // Copies of t next to the run belong to it (so that no pair beside it is (t, t)).
+            while head.last() == Some(&t) {
+                head.pop();
+                k += 1;
+            }
+            while tail.front() == Some(&t) {
+                tail.pop_front();
+                k += 1;
+            }
+            if k < 4 || head.len() + tail.len() > 2 * RUN_SIDES {
+                break;
+            }
+            // The lowest-ranked candidate, the leftmost among equals (strict < in left-to-right order).
+            #[derive(Clone, Copy)]
+            enum At {
+                Head(usize),
+                IntoRun,
+                Run,
+                OutOfRun,
+                Tail(usize),
+            }
+            let mut best: Option<(u32, u32, At)> = None;
+            let mut consider = |pair: (u32, u32), at: At| {
+                if pair.0 != NO_MERGE.0 && best.map_or(true, |b| pair.0 < b.0) {
+                    best = Some((pair.0, pair.1, at));
+                }
+            };
+            for i in 0..head.len().saturating_sub(1) {
+                consider(memo.merge_of(self, head[i], head[i + 1]), At::Head(i));
+            }
+            if let Some(&h) = head.last() {
+                consider(memo.merge_of(self, h, t), At::IntoRun);
+            }
+            let run_pair = memo.merge_of(self, t, t);
+            consider(run_pair, At::Run);
+            if let Some(&f) = tail.front() {
+                consider(memo.merge_of(self, t, f), At::OutOfRun);
+            }
+            for i in 0..tail.len().saturating_sub(1) {
+                consider(memo.merge_of(self, tail[i], tail[i + 1]), At::Tail(i));
+            }
+            let Some((rank, id, at)) = best else { break };
+            match at {
+                At::Head(i) => {
+                    head[i] = id;
+                    head.remove(i + 1);
+                }
+                At::IntoRun => {
+                    *head.last_mut().unwrap() = id;
+                    k -= 1;
+                }
+                At::OutOfRun => {
+                    tail[0] = id;
+                    k -= 1;
+                }
+                At::Tail(i) => {
+                    tail[i] = id;
+                    tail.remove(i + 1);
+                }
+                At::Run => {
+                    // The pairs the sweep creates before its last merge: (tt, t) ahead of the
+                    // next merge, (tt, tt) behind it, (h, tt) at the head (k >= 4). What the last
+                    // merge creates, the next step weighs as BPE would.
+                    let tt = id;
+                    let mut created = vec![(tt, t), (tt, tt)];
+                    created.extend(head.last().map(|&h| (h, tt)));
+                    if created.iter().any(|&(l, r)| memo.merge_of(self, l, r).0 <= rank) {
+                        break;
+                    }
+                    if k % 2 == 1 {
+                        tail.push_front(t);
+                    }
+                    t = tt;
+                    k /= 2;
+                }
+            }
+        }
+        let mut state = head;
+        state.extend(std::iter::repeat(t).take(k));
+        state.extend(tail);
+        let spelled = state.len();
+        if spelled <= SHORT_CHUNK {
+            self.merge_short(&mut state, None, memo);
+            out.extend_from_slice(&state);
+        } else {
+            self.merge_queued(&state, None, out, memo);
+        }
+        spelled
+    }
+
+    /// The same merge order as `merge_short` (lowest rank first, leftmost first among equals),
+    /// in near-linear time for any long chunk (1 MB of Chinese, of random letters...).
     ///
     /// Candidate pairs are kept in buckets by rank, and ranks in a min-heap. Merging a rank-r pair
     /// only creates pairs of other ranks, so all rank-r pairs can be merged in one left-to-right
@@ -1409,13 +1548,13 @@ impl BpeModel {
     ///
     /// `bytes`: as for `merge_short` (the first ranks from the dense byte-pair table: on 1 MB of
     /// Chinese that saves a million probes of the large merge map).
-    fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
+    fn merge_queued(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
         // Positions are u32 (chunks of 4 GiB and more are not a use case; they are cut below):
         // half the memory of usize for the links and buckets, which is what this loop touches.
         if initial.len() >= u32::MAX as usize {
             let half = initial.len() / 2;
-            self.merge_long(&initial[..half], bytes.map(|b| &b[..half]), out, memo);
-            return self.merge_long(&initial[half..], bytes.map(|b| &b[half..]), out, memo);
+            self.merge_queued(&initial[..half], bytes.map(|b| &b[..half]), out, memo);
+            return self.merge_queued(&initial[half..], bytes.map(|b| &b[half..]), out, memo);
         }
         let n = initial.len() as u32;
         // One record per position: its symbol (`GONE` once merged into its left neighbour) and
@@ -1623,6 +1762,85 @@ mod tests {
                 assert_eq!(short, long);
             }
         }
+    }
+
+    #[test]
+    fn run_path_matches_queue_path_on_random_rank_tables() {
+        // Chunks of a long run of one byte with a few others on each side, on random
+        // tiktoken-style vocabularies rich in runs (ranks shuffled, so sweeps can create pairs
+        // ranked below the run's own pair and the run path must hand over to the general one).
+        let mut rand = lcg(7);
+        let mut fast = 0;
+        for round in 0..32 {
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            for len in 2..=12 {
+                if rand(3) > 0 {
+                    tokens.push(vec![b'a'; len]);
+                }
+            }
+            // And tokens that join the run to its sides ("baa", "aaab").
+            for len in 1..=8 {
+                for (before, after) in [(&b"b"[..], &b""[..]), (b"", b"b")] {
+                    if rand(2) > 0 {
+                        tokens.push([before, &vec![b'a'; len], after].concat());
+                    }
+                }
+            }
+            while tokens.len() < 300 {
+                let len = 2 + rand(5) as usize;
+                let t: Vec<u8> = (0..len).map(|_| b"aab"[rand(3) as usize]).collect();
+                if !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+            }
+            let m = if round % 4 == 0 {
+                // Ranks in order of length: the sweeps go through.
+                tokens[256..].sort_by_key(|t| t.len());
+                let list = tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+                BpeModel::from_ranks(list, None, vec![]).unwrap()
+            } else {
+                shuffled_ranks_model(tokens, &mut rand)
+            };
+            for _ in 0..10 {
+                let side = |rand: &mut dyn FnMut(u64) -> u64| -> Vec<u32> {
+                    let n = rand(RUN_SIDES as u64 + 1) as usize;
+                    (0..n).map(|_| b"ab"[rand(2) as usize] as u32).collect()
+                };
+                let head = side(&mut rand);
+                let tail = side(&mut rand);
+                let k = MIN_RUN + rand(1000) as usize;
+                let mut ids = head.clone();
+                ids.extend(std::iter::repeat(b'a' as u32).take(k));
+                ids.extend(&tail);
+                assert!(long_run(&ids).is_some());
+                let mut queued = Vec::new();
+                m.merge_queued(&ids, None, &mut queued, &mut PairMemo::new(4));
+                let mut run = Vec::new();
+                m.merge_long(&ids, None, &mut run, &mut PairMemo::new(4));
+                assert_eq!(run, queued, "head {head:?}, {k} x a, tail {tail:?}");
+                let (start, end) = long_run(&ids).unwrap();
+                let spelled = m.merge_run(&ids[..start], ids[start], end - start, &ids[end..], &mut Vec::new(), &mut PairMemo::new(4));
+                fast += (spelled < 500) as usize;
+            }
+        }
+        // The fast steps do run (the check above would pass if they always handed over at once).
+        assert!(fast >= 50, "the run path finished in fast steps only {fast} times of 320");
+    }
+
+    #[test]
+    fn long_run_needs_a_long_run_and_few_others() {
+        let a = b'a' as u32;
+        let mut ids = vec![a; MIN_RUN];
+        assert_eq!(long_run(&ids), None, "a chunk no longer than MIN_RUN");
+        ids.insert(0, 1);
+        assert_eq!(long_run(&ids), Some((1, MIN_RUN + 1)));
+        ids.extend(vec![2; RUN_SIDES]);
+        assert_eq!(long_run(&ids), Some((1, MIN_RUN + 1)));
+        ids.push(2);
+        assert_eq!(long_run(&ids), None, "more than RUN_SIDES after the run");
+        let mut ids = vec![2; RUN_SIDES + 1];
+        ids.extend(vec![a; MIN_RUN]);
+        assert_eq!(long_run(&ids), None, "more than RUN_SIDES before the run");
     }
 
     /// A small seeded generator for the random tests: `rand(m)` is in 0..m.
