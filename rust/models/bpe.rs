@@ -540,7 +540,7 @@ const MIN_RUN: usize = 1024;
 /// The run of one repeated symbol that makes up all of `symbols` but at most `RUN_SIDES` symbols
 /// on each side, if it is at least `MIN_RUN` long: (start, end).
 fn long_run(symbols: &[u32]) -> Option<(usize, usize)> {
-    if symbols.len() < MIN_RUN + 1 {
+    if symbols.len() < MIN_RUN {
         return None;
     }
     // Such a run covers position RUN_SIDES; most long chunks (CJK text) differ right there.
@@ -1508,8 +1508,9 @@ impl BpeModel {
                 }
                 At::Run => {
                     // The pairs the sweep creates before its last merge: (tt, t) ahead of the
-                    // next merge, (tt, tt) behind it, (h, tt) at the head (k >= 4). What the last
-                    // merge creates, the next step weighs as BPE would.
+                    // next merge, (tt, tt) behind it (for k of 4 or 5 only at the last merge:
+                    // checking it then only hands a few more cases over), (h, tt) at the head.
+                    // What the last merge creates, the next step weighs as BPE would.
                     let tt = id;
                     let mut created = vec![(tt, t), (tt, tt)];
                     created.extend(head.last().map(|&h| (h, tt)));
@@ -1767,8 +1768,10 @@ mod tests {
     #[test]
     fn run_path_matches_queue_path_on_random_rank_tables() {
         // Chunks of a long run of one byte with a few others on each side, on random
-        // tiktoken-style vocabularies rich in runs (ranks shuffled, so sweeps can create pairs
-        // ranked below the run's own pair and the run path must hand over to the general one).
+        // vocabularies: tiktoken-style ones rich in runs, ranks in order of length or shuffled,
+        // and Hugging Face-style merge lists, in order or shuffled. Shuffled, sweeps can create
+        // pairs ranked below the run's own pair and the run path must hand over to the general
+        // one.
         let mut rand = lcg(7);
         let mut fast = 0;
         for round in 0..32 {
@@ -1793,13 +1796,16 @@ mod tests {
                     tokens.push(t);
                 }
             }
-            let m = if round % 4 == 0 {
-                // Ranks in order of length: the sweeps go through.
-                tokens[256..].sort_by_key(|t| t.len());
-                let list = tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
-                BpeModel::from_ranks(list, None, vec![]).unwrap()
-            } else {
-                shuffled_ranks_model(tokens, &mut rand)
+            let m = match round % 4 {
+                0 => {
+                    // Ranks in order of length: the sweeps go through.
+                    tokens[256..].sort_by_key(|t| t.len());
+                    let list = tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+                    BpeModel::from_ranks(list, None, vec![]).unwrap()
+                }
+                1 => random_merges_model(&mut rand, false),
+                2 => random_merges_model(&mut rand, true),
+                _ => shuffled_ranks_model(tokens, &mut rand),
             };
             for _ in 0..10 {
                 let side = |rand: &mut dyn FnMut(u64) -> u64| -> Vec<u32> {
@@ -1827,11 +1833,43 @@ mod tests {
         assert!(fast >= 50, "the run path finished in fast steps only {fast} times of 320");
     }
 
+    /// A Hugging Face-style model over {a, b}: 60 merges of random pairs of the tokens made so
+    /// far (some making the same token from different pairs), in the order they were made or
+    /// shuffled.
+    fn random_merges_model(rand: &mut impl FnMut(u64) -> u64, shuffle: bool) -> BpeModel {
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let id_of = |tokens: &[(u32, Vec<u8>)], t: &[u8]| tokens.iter().position(|(_, b)| b == t).unwrap() as u32;
+        let mut made: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec()];
+        let mut pairs = Vec::new();
+        while pairs.len() < 60 {
+            let l = made[rand(made.len() as u64) as usize].clone();
+            let r = made[rand(made.len() as u64) as usize].clone();
+            let joined = [l.as_slice(), r.as_slice()].concat();
+            let pair = (id_of(&tokens, &l), id_of(&tokens, &r));
+            if joined.len() > 12 || pairs.contains(&pair) {
+                continue;
+            }
+            if !made.contains(&joined) {
+                made.push(joined.clone());
+                tokens.push((tokens.len() as u32, joined));
+            }
+            pairs.push(pair);
+        }
+        if shuffle {
+            for i in (1..pairs.len()).rev() {
+                pairs.swap(i, rand(i as u64 + 1) as usize);
+            }
+        }
+        BpeModel::new(tokens, &pairs, None, vec![], BpeOptions::default()).unwrap()
+    }
+
     #[test]
     fn long_run_needs_a_long_run_and_few_others() {
         let a = b'a' as u32;
-        let mut ids = vec![a; MIN_RUN];
-        assert_eq!(long_run(&ids), None, "a chunk no longer than MIN_RUN");
+        let mut ids = vec![a; MIN_RUN - 1];
+        assert_eq!(long_run(&ids), None, "a chunk shorter than MIN_RUN");
+        ids.push(a);
+        assert_eq!(long_run(&ids), Some((0, MIN_RUN)));
         ids.insert(0, 1);
         assert_eq!(long_run(&ids), Some((1, MIN_RUN + 1)));
         ids.extend(vec![2; RUN_SIDES]);
