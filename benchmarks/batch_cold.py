@@ -12,22 +12,15 @@ the whole row, since this machine's speed drifts between minutes.
 """
 
 import argparse
-import time
 
 import encode as E  # the sample and documents of the encode benchmark
 
 import toksmith
 
 
-def best(fn, cold: bool, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        if cold:
-            toksmith._core.clear_chunk_caches()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def best(fn, cold: bool) -> float:
+    """encode.py's best of 3, the caches emptied before each run when `cold`."""
+    return E.best_time(fn, 3, toksmith._core.clear_chunk_caches if cold else lambda: None)
 
 
 def main() -> None:

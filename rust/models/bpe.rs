@@ -1431,9 +1431,10 @@ impl BpeModel {
         self.merge_queued(initial, bytes, out, memo);
     }
 
-    /// BPE of `head` ++ `sym` x `k` ++ `tail`, appended to `out`, for a chunk that is one symbol repeated, give or
-    /// take a few (1 MB of `a`, of spaces, of `^`). The repeated part is never spelled out: it
-    /// stays one symbol and a count, so a megabyte merges in a few hundred steps, not a million.
+    /// BPE of `head` ++ `sym` x `k` ++ `tail`, appended to `out`, for a chunk that is one symbol
+    /// repeated, give or take a few (1 MB of `a`, of spaces, of `^`). The repeated part is never
+    /// spelled out: it stays one symbol and a count, so a megabyte merges in a few hundred steps,
+    /// not a million.
     ///
     /// Each step does what `merge_short` does, the lowest-ranked pair first and the leftmost among
     /// equals, where the candidates are the pairs of the head, the pair across the head and the
@@ -1480,8 +1481,7 @@ impl BpeModel {
             if let Some(&h) = head.last() {
                 consider(memo.merge_of(self, h, t), At::IntoRun);
             }
-            let run_pair = memo.merge_of(self, t, t);
-            consider(run_pair, At::Run);
+            consider(memo.merge_of(self, t, t), At::Run);
             if let Some(&f) = tail.front() {
                 consider(memo.merge_of(self, t, f), At::OutOfRun);
             }
