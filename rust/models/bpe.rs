@@ -1576,18 +1576,34 @@ impl BpeModel {
                 queue.add(rank, i as u32);
             }
         }
+        // Pairs made during a sweep that rank at most the sweep's own: they go first, lowest
+        // rank and then leftmost first (see below).
+        let mut made: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
         while let Some((rank, mut positions)) = queue.pop() {
             positions.sort_unstable();
             positions.dedup();
             let mut k = 0;
-            while k < positions.len() {
-                // A rank's positions lie far apart in a long chunk: each visit would wait for
-                // its node. Asking for the node a few positions ahead overlaps those waits.
-                if let Some(&ahead) = positions.get(k + 8) {
-                    crate::prefetch(&nodes[ahead as usize]);
-                }
-                let i = positions[k];
-                k += 1;
+            loop {
+                // A merge makes pairs only at its own position and its left neighbour's, both at
+                // or before the sweep's last position, and every pair ranked below the sweep's
+                // was merged before it began: so the pairs in `made` are the lowest-ranked of
+                // the chunk, and the leftmost among its equals. They are merged here, before the
+                // sweep goes on, and the sweep's positions are never queued again (doing that on
+                // every merge that made a lower pair was quadratic in the run's length).
+                let (i, expected) = if let Some(Reverse((r, p))) = made.pop() {
+                    (p, r)
+                } else if k < positions.len() {
+                    // A rank's positions lie far apart in a long chunk: each visit would wait
+                    // for its node. Asking for the node a few positions ahead overlaps those
+                    // waits.
+                    if let Some(&ahead) = positions.get(k + 8) {
+                        crate::prefetch(&nodes[ahead as usize]);
+                    }
+                    k += 1;
+                    (positions[k - 1], rank)
+                } else {
+                    break;
+                };
                 // Still this pair? Earlier merges may have consumed or changed it.
                 let node = nodes[i as usize];
                 if node.sym == GONE || node.next >= n {
@@ -1596,7 +1612,7 @@ impl BpeModel {
                 let j = node.next;
                 let right = nodes[j as usize];
                 let (r, new_id) = memo.merge_of(self, node.sym, right.sym);
-                if r != rank {
+                if r != expected {
                     continue;
                 }
                 nodes[i as usize].sym = new_id;
@@ -1605,29 +1621,20 @@ impl BpeModel {
                 if right.next < n {
                     nodes[right.next as usize].prev = i;
                 }
-                let mut lower = false;
+                let mut add = |r: u32, at: u32| {
+                    if r <= rank {
+                        made.push(Reverse((r, at)));
+                    } else if r != NO_MERGE.0 {
+                        queue.add(r, at);
+                    }
+                };
                 let p = node.prev;
                 if p < n {  // u32::MAX: no previous symbol
-                    let (r, _) = memo.merge_of(self, nodes[p as usize].sym, new_id);
-                    if r != NO_MERGE.0 {
-                        queue.add(r, p);
-                        lower |= r < rank;
-                    }
+                    add(memo.merge_of(self, nodes[p as usize].sym, new_id).0, p);
                 }
                 let q = right.next;
                 if q < n {
-                    let (r, _) = memo.merge_of(self, new_id, nodes[q as usize].sym);
-                    if r != NO_MERGE.0 {
-                        queue.add(r, i);
-                        lower |= r < rank;
-                    }
-                }
-                if lower && k < positions.len() {
-                    // A lower rank appeared: it goes first; the rest of this sweep waits.
-                    for &p in &positions[k..] {
-                        queue.add(rank, p);
-                    }
-                    break;
+                    add(memo.merge_of(self, new_id, nodes[q as usize].sym).0, i);
                 }
             }
         }
@@ -1861,6 +1868,41 @@ mod tests {
             }
         }
         BpeModel::new(tokens, &pairs, None, vec![], BpeOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn queue_path_stays_fast_when_every_merge_makes_a_lower_pair() {
+        // "aaa" ranks before "aa": in a run of a, each merge of (a, a) makes (aa, a), which
+        // ranks lower and must merge before the sweep of (a, a) goes on. The queue path used to
+        // queue the rest of the sweep again at each of those merges: quadratic in the run (2^18
+        // took minutes). Its result is checked against `merge_short` on shorter runs, with
+        // other symbols around, and a run of 2^18 must take well under the time a quadratic
+        // path needs (seconds against minutes: a generous bound, not a speed target).
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        for t in ["aaa", "aa", "ba", "aab", "aaab"] {
+            tokens.push((tokens.len() as u32, t.as_bytes().to_vec()));
+        }
+        let m = BpeModel::from_ranks(tokens, None, vec![]).unwrap();
+        let mut rand = lcg(5);
+        for _ in 0..50 {
+            let mut ids: Vec<u32> = vec![b'a' as u32; 1 + rand(3000) as usize];
+            for _ in 0..rand(20) {
+                let at = rand(ids.len() as u64) as usize;
+                ids[at] = b'b' as u32;
+            }
+            let mut queued = Vec::new();
+            m.merge_queued(&ids, None, &mut queued, &mut PairMemo::new(4));
+            let mut shifting = ids.clone(); // merge_short: one merge at a time, shifting the rest
+            m.merge_short(&mut shifting, None, &mut PairMemo::new(4));
+            assert_eq!(queued, shifting);
+        }
+        let run = vec![b'a' as u32; 1 << 18];
+        let start = std::time::Instant::now();
+        let mut queued = Vec::new();
+        m.merge_queued(&run, None, &mut queued, &mut PairMemo::new(4));
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?} for a run of 2^18", start.elapsed());
+        let aaa = m.whole_token(b"aaa").unwrap();
+        assert!(queued.iter().filter(|&&t| t == aaa).count() > (1 << 18) / 4, "mostly aaa");
     }
 
     #[test]
