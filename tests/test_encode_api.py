@@ -211,12 +211,15 @@ values = [int(str(i)) for i in ids]  # ints made here, not taken from the table
 for _ in range(3000):
     tok.encode(text)  # made and freed at once
     tok.encode_batch([text, text[:50]], num_threads=2)
+    tok.encode(text, dropout=0.3, seed=7)
 gc.collect()
 other = toksmith.train(["a b c d e f " * 50], vocab_size=270)  # grows or shares the same table
 for _ in range(1000):
     other.encode("a b c d e f")
 again = tok.encode(text)
 assert again == values and ids == values, "ids changed after lists were freed"
+dropped = tok.encode(text, dropout=0.3, seed=7)
+assert all(type(i) is int and i == int(str(i)) for i in dropped) and tok.decode(dropped) == text
 assert all(type(i) is int and i == int(str(i)) for i in again)
 print("ok", len(again))
 """

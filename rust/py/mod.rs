@@ -221,9 +221,11 @@ impl PyBpeModel {
     }
 
     /// BPE-dropout encoding (see `BpeModel::encode_dropout`).
-    fn encode_dropout(&self, py: Python<'_>, text: &str, allowed: Vec<u32>, p: f64, seed: u64, superword_only: bool) -> PyResult<Vec<u32>> {
+    /// The list holds the shared ints of `encode` (see `rust/py/ints.rs`), not new ones.
+    fn encode_dropout<'py>(&self, py: Python<'py>, text: &str, allowed: Vec<u32>, p: f64, seed: u64, superword_only: bool) -> PyResult<Bound<'py, PyList>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
-        py.allow_threads(|| guard(|| self.inner.encode_dropout(text, |id| allowed.contains(&id), p, seed, superword_only)))
+        let ids = py.allow_threads(|| guard(|| self.inner.encode_dropout(text, |id| allowed.contains(&id), p, seed, superword_only)))?;
+        self.to_list(py, &ids)
     }
 
     /// Number of tokens of `text`, without building a Python list.
