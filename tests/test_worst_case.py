@@ -85,3 +85,23 @@ def test_run_where_every_merge_makes_a_lower_pair_is_linear_and_exact(tmp_path):
     elapsed = time.perf_counter() - start
     assert ours.decode(ids) == text
     assert elapsed < 5, f"{elapsed:.1f} s for 2^18 letters"
+
+
+def test_dropout_on_long_chunks_is_near_linear():
+    """BPE-dropout on one long chunk: every step used to rescan the chunk (32 KB of `a` took
+    4.7 s with o200k, 1 MB would take over an hour). Long chunks now keep their candidates in a
+    heap. With dropout 0 the result is plain BPE's; with any dropout the text decodes back; and
+    a long run takes well under the time a quadratic path needs (a generous bound)."""
+    tok = toksmith.load("o200k_base", tiktoken_dir=data_path("tokenizers", "tiktoken"))
+    rng = random.Random(5)
+    chunk = "".join(rng.choice("ab") for _ in range(5000))  # one chunk: letters only
+    assert tok.encode(chunk, dropout=0.0, seed=1) == tok.encode(chunk)
+    every_merge_dropped = tok.encode(chunk, dropout=1.0, seed=1)
+    assert [tok.token_bytes(i) for i in every_merge_dropped] == [bytes([b]) for b in chunk.encode()]
+    for text in ("a" * (1 << 18), "中" * (1 << 16)):
+        start = time.perf_counter()
+        ids = tok.encode(text, dropout=0.1, seed=3)
+        elapsed = time.perf_counter() - start
+        assert tok.decode(ids) == text
+        assert len(ids) < len(text.encode())  # merges happened
+        assert elapsed < 5, f"{elapsed:.1f} s for {len(text)} chars"
