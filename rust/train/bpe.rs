@@ -227,6 +227,9 @@ impl Words {
 /// is over). A popped entry whose count is stale is pushed back with the current count.
 pub struct MergeLearner {
     words: Words,
+    /// The index of every word of at least `long_word` symbols (see `LongWord`).
+    long: FxHashMap<u32, std::sync::Mutex<LongWord>>,
+    long_word: usize,
     /// The pair table, in `PAIR_SHARDS` shards.
     pairs: Vec<PairShard>,
     queue: PairQueue,
@@ -408,6 +411,75 @@ fn merge_word(word: &mut [u32], len: &mut u32, w: u32, f: u64, pair: Pair, new_i
     *len = j as u32;
 }
 
+/// Words from this many symbols on are merged through a `LongWord` index.
+const LONG_WORD: usize = 4096;
+
+/// Marks a position of a long word that an earlier merge folded into its left neighbour.
+const GONE: u32 = u32::MAX - 1;
+
+/// A long word (a run of hundreds of kilobytes with no space, such as DNA or base64, under a
+/// pattern that does not cut it) as a list: its symbols stay where they are in the words'
+/// buffer (a merged-away one becomes `GONE`), linked to their neighbours still there, with the
+/// positions of every pair. `merge_word` rewrites a word from the pair's first occurrence to
+/// its end, and a long word holds nearly every pair: a chunk of 4 MB, vocabulary 8,000, took
+/// 26 s that way. Here a merge visits only the pair's positions.
+struct LongWord {
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    /// Pair -> positions of its left symbol (in no order, some stale: checked when used). A pair
+    /// is merged once: once merged, it never forms again (a merge makes pairs with its new
+    /// symbol only).
+    index: FxHashMap<Pair, Vec<u32>>,
+}
+
+/// No neighbour on that side.
+const NONE: u32 = u32::MAX;
+
+impl LongWord {
+    fn new(word: &[u32]) -> Self {
+        let n = word.len() as u32;
+        let mut index: FxHashMap<Pair, Vec<u32>> = FxHashMap::default();
+        for (i, p) in word.windows(2).enumerate() {
+            if p[0] != BARRIER && p[1] != BARRIER {
+                index.entry((p[0], p[1])).or_default().push(i as u32);
+            }
+        }
+        LongWord { next: (1..=n).map(|i| if i == n { NONE } else { i }).collect(), prev: (0..n).map(|i| i.checked_sub(1).unwrap_or(NONE)).collect(), index }
+    }
+}
+
+/// `merge_word` for a long word: the same merges, left to right, and the same record in `delta`.
+fn merge_long_word(word: &mut [u32], lw: &mut LongWord, w: u32, f: u64, (a, b): Pair, new_id: u32, delta: &mut Delta) {
+    let Some(mut positions) = lw.index.remove(&(a, b)) else { return };
+    positions.sort_unstable();
+    positions.dedup();
+    for i in positions {
+        // Still this pair? An earlier merge (of this pair too: "a a a") may have changed it.
+        let j = lw.next[i as usize];
+        if word[i as usize] != a || j == NONE || word[j as usize] != b {
+            continue;
+        }
+        let (p, q) = (lw.prev[i as usize], lw.next[j as usize]);
+        // The left neighbour is already merged output, the right one not yet, as in `merge_word`.
+        let left = (p != NONE).then(|| word[p as usize]).filter(|&s| s != BARRIER);
+        let right = (q != NONE).then(|| word[q as usize]).filter(|&s| s != BARRIER);
+        word[i as usize] = new_id;
+        word[j as usize] = GONE;
+        lw.next[i as usize] = q;
+        if q != NONE {
+            lw.prev[q as usize] = i;
+        }
+        if let Some(x) = left {
+            delta.left.add(x, f, w);
+            lw.index.entry((x, new_id)).or_default().push(p);
+        }
+        if let Some(y) = right {
+            delta.right.add(y, f, w);
+            lw.index.entry((new_id, y)).or_default().push(i);
+        }
+    }
+}
+
 /// The pairs of words `range`: counts and ascending word lists, in shards (see `shard_of`).
 fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
     let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
@@ -552,8 +624,11 @@ impl MergeLearner {
             })
             .collect();
         let queue = PairQueue::new(pairs.iter().flatten().map(|(&p, info)| (info.count, p)).collect());
+        let long = Self::long_words(&words, LONG_WORD);
         Ok(MergeLearner {
             words,
+            long,
+            long_word: LONG_WORD,
             pairs,
             queue,
             scratch: Vec::new(),
@@ -570,6 +645,20 @@ impl MergeLearner {
             min_parallel_updates: MIN_PARALLEL_UPDATES,
             finished: false,
         })
+    }
+
+    fn long_words(words: &Words, long_word: usize) -> FxHashMap<u32, std::sync::Mutex<LongWord>> {
+        (0..words.len.len())
+            .filter(|&w| words.len[w] as usize >= long_word)
+            .map(|w| (w as u32, std::sync::Mutex::new(LongWord::new(words.get(w)))))
+            .collect()
+    }
+
+    /// Sets from how many symbols a word is merged as a `LongWord` (tests use small ones).
+    pub fn with_long_word(mut self, n: usize) -> Self {
+        self.long_word = n.max(2);
+        self.long = Self::long_words(&self.words, self.long_word);
+        self
     }
 
     /// Adds limits on the tokens merges may create (see [`Constraints`]).
@@ -706,6 +795,7 @@ impl MergeLearner {
         }
         let Words { symbols, start, len, freq } = &mut self.words;
         let (start, freq) = (&*start, &*freq);
+        let (long, long_word) = (&self.long, self.long_word);
         let merge_run = |run: Run, delta: &mut Delta| {
             let first = run.ids[0];
             for (i, &w) in run.ids.iter().enumerate() {
@@ -722,7 +812,15 @@ impl MergeLearner {
                     crate::prefetch(&run.symbols[start[near as usize] - run.sym_offset]);
                 }
                 let (s, k) = (start[w as usize] - run.sym_offset, (w - first) as usize);
-                merge_word(&mut run.symbols[s..], &mut run.len[k], w, freq[w as usize], pair, new_id, delta);
+                match (run.len[k] as usize >= long_word).then(|| long.get(&w)).flatten() {
+                    // A long word keeps its length; its merged-away symbols are `GONE`.
+                    Some(lw) => {
+                        let mut lw = lw.lock().unwrap_or_else(|e| e.into_inner());
+                        let end = start[w as usize + 1] - run.sym_offset;
+                        merge_long_word(&mut run.symbols[s..end], &mut lw, w, freq[w as usize], pair, new_id, delta);
+                    }
+                    None => merge_word(&mut run.symbols[s..], &mut run.len[k], w, freq[w as usize], pair, new_id, delta),
+                }
             }
         };
         let runs = split_words(symbols, len, start, &affected, parts);
@@ -961,6 +1059,49 @@ mod tests {
                 assert_eq!(learn_on(threads, 1, words.clone()), one, "seed {seed}, {threads} threads");
             }
         }
+    }
+
+    #[test]
+    fn long_words_learn_the_same_merges() {
+        // Every word of 2 symbols or more (then of 8 or more) merged through its `LongWord`
+        // index must give the merges and counts of the plain rewrite, on 1 and 3 threads; and
+        // words with runs ("a a a", "a b a b") and barriers, as `random_words` makes them.
+        for seed in 0..4 {
+            let mut words = random_words(seed, 2000);
+            // A few long words too, made of the same symbols.
+            let mut next = crate::lcg(seed + 100);
+            for _ in 0..5 {
+                let len = 100 + next(3000) as usize;
+                words.push(((0..len).map(|_| if next(50) == 0 { BARRIER } else { next(4) as u32 }).collect(), 1 + next(3)));
+            }
+            let plain = learn_on(1, 1, words.clone());
+            for (threads, long_word) in [(1, 2), (3, 2), (2, 8)] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let got = pool.install(|| {
+                    let mut l = MergeLearner::new(words.clone(), 5, vec![1; 5], 1, None)
+                        .unwrap()
+                        .with_min_words_per_thread(1)
+                        .with_min_parallel_updates(1)
+                        .with_long_word(long_word);
+                    l.step(400);
+                    (l.merges().to_vec(), l.counts().to_vec())
+                });
+                assert_eq!(got, plain, "seed {seed}, {threads} threads, long from {long_word}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_word_is_not_rewritten_at_every_merge() {
+        // 1 MB of random letters as one word, 3,000 merges: each visits only its own pair's
+        // positions (the plain rewrite of the whole word at every merge took seconds; this
+        // bound is generous, not a speed target).
+        let mut next = crate::lcg(9);
+        let word: Vec<u32> = (0..1 << 20).map(|_| next(26) as u32).collect();
+        let start = std::time::Instant::now();
+        let mut l = MergeLearner::new(vec![(word, 1)], 26, vec![1; 26], 1, None).unwrap();
+        assert_eq!(l.step(3000), 3000);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
     }
 
     #[test]
