@@ -414,6 +414,9 @@ fn merge_word(word: &mut [u32], len: &mut u32, w: u32, f: u64, pair: Pair, new_i
 /// Words from this many symbols on are merged through a `LongWord` index.
 const LONG_WORD: usize = 4096;
 
+/// Merges between two prunings of the long words' indexes (see `prune_long_words`).
+const PRUNE_LONG_WORDS: usize = 256;
+
 /// Marks a position of a long word that an earlier merge folded into its left neighbour.
 const GONE: u32 = u32::MAX - 1;
 
@@ -625,7 +628,7 @@ impl MergeLearner {
             .collect();
         let queue = PairQueue::new(pairs.iter().flatten().map(|(&p, info)| (info.count, p)).collect());
         let long = Self::long_words(&words, LONG_WORD);
-        Ok(MergeLearner {
+        let mut learner = MergeLearner {
             words,
             long,
             long_word: LONG_WORD,
@@ -644,7 +647,9 @@ impl MergeLearner {
             min_words_per_thread: 64,
             min_parallel_updates: MIN_PARALLEL_UPDATES,
             finished: false,
-        })
+        };
+        learner.prune_long_words();
+        Ok(learner)
     }
 
     fn long_words(words: &Words, long_word: usize) -> FxHashMap<u32, std::sync::Mutex<LongWord>> {
@@ -658,6 +663,7 @@ impl MergeLearner {
     pub fn with_long_word(mut self, n: usize) -> Self {
         self.long_word = n.max(2);
         self.long = Self::long_words(&self.words, self.long_word);
+        self.prune_long_words();
         self
     }
 
@@ -733,11 +739,25 @@ impl MergeLearner {
                 Some((pair, count)) => {
                     self.apply(pair, count);
                     done += 1;
+                    if self.merges.len() % PRUNE_LONG_WORDS == 0 {
+                        self.prune_long_words();
+                    }
                 }
                 None => self.finished = true,
             }
         }
         done
+    }
+
+    /// Drops from the long words' indexes the pairs that are not in the pair table: rare
+    /// (below `min_frequency`) or gone, they can never be merged. Most pairs a merge makes in a
+    /// long word are rare, and each holds a list.
+    fn prune_long_words(&mut self) {
+        let pairs = &self.pairs;
+        self.long.par_iter_mut().for_each(|(_, lw)| {
+            let lw = lw.get_mut().unwrap_or_else(|e| e.into_inner());
+            lw.index.retain(|pair, _| pairs[shard_of(*pair)].contains_key(pair));
+        });
     }
 
     /// The most frequent pair (ties: smallest ids), skipping pairs whose token would be longer
@@ -1064,7 +1084,8 @@ mod tests {
     #[test]
     fn long_words_learn_the_same_merges() {
         // Every word of 2 symbols or more (then of 8 or more) merged through its `LongWord`
-        // index must give the merges and counts of the plain rewrite, on 1 and 3 threads; and
+        // index must give the merges and counts of the plain rewrite, on 1 to 3 threads, with
+        // and without rare pairs dropped (and so pruned from the indexes every 256 merges); on
         // words with runs ("a a a", "a b a b") and barriers, as `random_words` makes them.
         for seed in 0..4 {
             let mut words = random_words(seed, 2000);
@@ -1074,19 +1095,22 @@ mod tests {
                 let len = 100 + next(3000) as usize;
                 words.push(((0..len).map(|_| if next(50) == 0 { BARRIER } else { next(4) as u32 }).collect(), 1 + next(3)));
             }
-            let plain = learn_on(1, 1, words.clone());
-            for (threads, long_word) in [(1, 2), (3, 2), (2, 8)] {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                let got = pool.install(|| {
-                    let mut l = MergeLearner::new(words.clone(), 5, vec![1; 5], 1, None)
-                        .unwrap()
-                        .with_min_words_per_thread(1)
-                        .with_min_parallel_updates(1)
-                        .with_long_word(long_word);
-                    l.step(400);
-                    (l.merges().to_vec(), l.counts().to_vec())
-                });
-                assert_eq!(got, plain, "seed {seed}, {threads} threads, long from {long_word}");
+            for min_frequency in [1, 3] {
+                let plain = learn_with(1, 1, min_frequency, 400, words.clone());
+                assert!(plain.0.len() > PRUNE_LONG_WORDS, "the indexes are pruned during the run");
+                for (threads, long_word) in [(1, 2), (3, 2), (2, 8)] {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                    let got = pool.install(|| {
+                        let mut l = MergeLearner::new(words.clone(), 5, vec![1; 5], min_frequency, None)
+                            .unwrap()
+                            .with_min_words_per_thread(1)
+                            .with_min_parallel_updates(1)
+                            .with_long_word(long_word);
+                        l.step(400);
+                        (l.merges().to_vec(), l.counts().to_vec())
+                    });
+                    assert_eq!(got, plain, "seed {seed}, {threads} threads, long from {long_word}, min_frequency {min_frequency}");
+                }
             }
         }
     }
