@@ -478,6 +478,10 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
     })
 }
 
+/// The symbol of a position that a merge folded into its left neighbour (`merge_queued`,
+/// `dropout_queued`): no token has this id.
+const GONE: u32 = u32::MAX;
+
 /// Chunks up to this many symbols are merged with dropout step by step (see `merge_dropout`).
 const DROPOUT_SCAN_MAX: usize = 32;
 
@@ -1332,7 +1336,6 @@ impl BpeModel {
             return;
         }
         // Positions link to their neighbours still there; a merged-away position is `GONE`.
-        const GONE: u32 = u32::MAX;
         let DropoutScratch { next, prev, heap, skipped } = scratch;
         next.clear();
         next.extend(1..=n);
@@ -1654,7 +1657,6 @@ impl BpeModel {
         // One record per position: its symbol (`GONE` once merged into its left neighbour) and
         // links to the neighbours still there. Together, so that visiting a position costs one
         // cache miss, not one per array (a rare pair's positions lie far apart in 1 MB).
-        const GONE: u32 = u32::MAX;
         #[derive(Clone, Copy)]
         struct Node {
             sym: u32,

@@ -753,6 +753,9 @@ impl MergeLearner {
     /// (below `min_frequency`) or gone, they can never be merged. Most pairs a merge makes in a
     /// long word are rare, and each holds a list.
     fn prune_long_words(&mut self) {
+        if self.long.is_empty() {
+            return; // most corpora: no rayon call in the merge loop
+        }
         let pairs = &self.pairs;
         self.long.par_iter_mut().for_each(|(_, lw)| {
             let lw = lw.get_mut().unwrap_or_else(|e| e.into_inner());
