@@ -13,6 +13,11 @@ use std::collections::BinaryHeap;
 /// characters that Chinese and Japanese text make; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 128;
 
+/// Chunks longer than `SHORT_CHUNK` and up to this many symbols are merged by `merge_heap`;
+/// longer ones by `merge_queued` (or `merge_run`), whose buckets of positions per rank keep
+/// the queue small when a rank has thousands of positions (a megabyte of one letter).
+const HEAP_CHUNK: usize = 1024;
+
 /// Byte-level chunks of up to this many bytes (all that have a cache key) are merged by
 /// `merge_small`.
 const SMALL_CHUNK: usize = 15;
@@ -1520,6 +1525,9 @@ impl BpeModel {
     /// in near-linear time for long chunks: `merge_run` for one symbol repeated, `merge_queued`
     /// for the rest.
     fn merge_long(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
+        if initial.len() <= HEAP_CHUNK {
+            return self.merge_heap(initial, bytes, out, memo);
+        }
         if let Some((start, end)) = long_run(initial) {
             self.merge_run(&initial[..start], initial[start], end - start, &initial[end..], out, memo);
             return;
@@ -1645,6 +1653,58 @@ impl BpeModel {
     ///
     /// `bytes`: as for `merge_short` (the first ranks from the dense byte-pair table: on 1 MB of
     /// Chinese that saves a million probes of the large merge map).
+    /// BPE of a chunk of `SHORT_CHUNK` to `HEAP_CHUNK` symbols (runs of Japanese or Chinese
+    /// text, long words): every pair goes into one min-heap as (rank, position), and so does
+    /// each pair a merge makes. The lowest entry still true of its position (the pair there
+    /// may have been merged or changed since) is the lowest-ranked pair, the leftmost among
+    /// equals: BPE's next merge. Two allocations per chunk, where `merge_queued`'s buckets make
+    /// one per rank (a few hundred in such a chunk), and its map of ranks costs a lookup per add.
+    fn merge_heap(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
+        debug_assert!(initial.len() <= HEAP_CHUNK);
+        let n = initial.len() as u32;
+        // (symbol, previous position, next position); `GONE` once merged into the left one.
+        let mut nodes: Vec<(u32, u32, u32)> = (0..n).map(|i| (initial[i as usize], i.wrapping_sub(1), i + 1)).collect();
+        // (rank << 32 | position): ascending order is BPE's order.
+        let mut heap: BinaryHeap<Reverse<u64>> = (0..initial.len().saturating_sub(1))
+            .filter_map(|i| {
+                let rank = self.initial_pair(initial, bytes, i).0;
+                (rank != NO_MERGE.0).then_some(Reverse((rank as u64) << 32 | i as u64))
+            })
+            .collect();
+        while let Some(Reverse(entry)) = heap.pop() {
+            let (rank, i) = ((entry >> 32) as u32, entry as u32);
+            let (sym, prev, j) = nodes[i as usize];
+            if sym == GONE || j >= n {
+                continue;
+            }
+            let (right, _, after) = nodes[j as usize];
+            let (r, new_id) = memo.merge_of(self, sym, right);
+            if r != rank {
+                continue; // the pair there changed since this entry was made
+            }
+            nodes[i as usize] = (new_id, prev, after);
+            nodes[j as usize].0 = GONE;
+            if after < n {
+                nodes[after as usize].1 = i;
+                let r = memo.merge_of(self, new_id, nodes[after as usize].0).0;
+                if r != NO_MERGE.0 {
+                    heap.push(Reverse((r as u64) << 32 | i as u64));
+                }
+            }
+            if prev < n {
+                let r = memo.merge_of(self, nodes[prev as usize].0, new_id).0;
+                if r != NO_MERGE.0 {
+                    heap.push(Reverse((r as u64) << 32 | prev as u64));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            out.push(nodes[i as usize].0);
+            i = nodes[i as usize].2;
+        }
+    }
+
     fn merge_queued(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
         // Positions are u32 (chunks of 4 GiB and more are not a use case; they are cut below):
         // half the memory of usize for the links and buckets, which is what this loop touches.
@@ -1840,20 +1900,59 @@ mod tests {
         }
     }
 
+    /// The 256 bytes and random strings of 2 to 6 letters over {a, b, c}, `count` tokens in all.
+    fn abc_tokens(rand: &mut impl FnMut(u64) -> u64, count: usize) -> Vec<Vec<u8>> {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        while tokens.len() < count {
+            let len = 2 + rand(5) as usize;
+            let t: Vec<u8> = (0..len).map(|_| b"abc"[rand(3) as usize]).collect();
+            if !tokens.contains(&t) {
+                tokens.push(t);
+            }
+        }
+        tokens
+    }
+
+    #[test]
+    fn heap_and_queue_paths_match_the_short_path() {
+        // `merge_heap` and `merge_queued` each against the plain scan, on random vocabularies
+        // (tiktoken-style shuffled ranks, and Hugging Face-style merge lists in order and
+        // shuffled) and chunks of 2 to `HEAP_CHUNK` symbols, given as bytes too (the first
+        // pairs then come from the byte-pair table).
+        let mut rand = lcg(2024);
+        for round in 0..24 {
+            let m = match round % 3 {
+                0 => {
+                    let tokens = abc_tokens(&mut rand, 320);
+                    shuffled_ranks_model(tokens, &mut rand)
+                }
+                1 => random_merges_model(&mut rand, false),
+                _ => random_merges_model(&mut rand, true),
+            };
+            for _ in 0..25 {
+                let len = 2 + rand(HEAP_CHUNK as u64 - 1) as usize;
+                let bytes: Vec<u8> = (0..len).map(|_| b"abc"[rand(3) as usize]).collect();
+                let ids: Vec<u32> = bytes.iter().map(|&b| b as u32).collect();
+                let mut short = ids.clone();
+                m.merge_short(&mut short, None, &mut PairMemo::new(4));
+                for given in [None, Some(&bytes[..])] {
+                    let (mut heap, mut queued) = (Vec::new(), Vec::new());
+                    m.merge_heap(&ids, given, &mut heap, &mut PairMemo::new(4));
+                    m.merge_queued(&ids, given, &mut queued, &mut PairMemo::new(4));
+                    assert_eq!(heap, short, "heap, round {round}, {len} symbols");
+                    assert_eq!(queued, short, "queue, round {round}, {len} symbols");
+                }
+            }
+        }
+    }
+
     #[test]
     fn long_path_matches_short_path_on_random_rank_tables() {
         // Random tiktoken-style vocabularies over {a, b, c}: ranks need not grow with length, so
         // merges can create pairs ranked below the current one.
         let mut rand = lcg(99);
         for _ in 0..30 {
-            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-            while tokens.len() < 300 {
-                let len = 2 + rand(5) as usize;
-                let t: Vec<u8> = (0..len).map(|_| b"abc"[rand(3) as usize]).collect();
-                if !tokens.contains(&t) {
-                    tokens.push(t);
-                }
-            }
+            let tokens = abc_tokens(&mut rand, 300);
             let m = shuffled_ranks_model(tokens, &mut rand);
             for _ in 0..20 {
                 let len = 49 + rand(300) as usize;
