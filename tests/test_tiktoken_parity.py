@@ -143,6 +143,38 @@ def test_repeated_chunks_from_the_cache_identical():
         assert ours.encode_ordinary(text) == expected
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_runs_of_129_to_1024_bytes_identical(name):
+    """Chunks of 129 to 1,024 bytes (runs of Chinese or Japanese with no punctuation, long
+    words) are merged by their own path (`merge_heap`); chunks just past 1,024 by the next one.
+    Random runs of common hanzi, of rarer ones, of kana, of Cyrillic and of two letters, each
+    encoded alone and all together, against tiktoken."""
+    ours, theirs = pair(name)
+    rng = random.Random(15)
+    common = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可里后"
+    alphabets = [
+        lambda: chr(rng.randrange(0x4E00, 0x4E00 + 400)),
+        lambda: rng.choice(common),
+        lambda: chr(rng.randrange(0x3041, 0x3097)),
+        lambda: chr(rng.randrange(0x430, 0x450)),
+        lambda: rng.choice("aaab"),
+    ]
+    runs = []
+    for _ in range(400):
+        char = rng.choice(alphabets)
+        run = ""
+        target = rng.randrange(129, 1100)
+        while len(run.encode()) < target:
+            run += char()
+        runs.append(run)
+    assert any(129 <= len(r.encode()) <= 1024 for r in runs) and any(len(r.encode()) > 1024 for r in runs)
+    toksmith._core.clear_chunk_caches()
+    for run in runs:
+        assert ours.encode_ordinary(run) == theirs.encode_ordinary(run), run[:30]
+    text = "。".join(runs)
+    assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
 def test_random_letters_then_words_identical():
     """Random letters of many scripts make most pairs merging looks up have no merge, which
     turns on the pair filter that answers those without the merge map; words after them turn it
