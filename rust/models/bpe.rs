@@ -483,9 +483,36 @@ fn with_chunk_cache<R>(uid: u64, f: impl FnOnce(&mut ChunkCache) -> R) -> R {
     })
 }
 
-/// The symbol of a position that a merge folded into its left neighbour (`merge_queued`,
+/// The symbol of a position that a merge folded into its left neighbour (`Node`,
 /// `dropout_queued`): no token has this id.
 const GONE: u32 = u32::MAX;
+
+/// One position of a chunk in `merge_heap` and `merge_queued`: its symbol (`GONE` once merged
+/// into its left neighbour) and links to the neighbours still there (past the ends: `u32::MAX`
+/// before, the chunk's length after). Together, so that visiting a position costs one cache
+/// miss, not one per array (a rare pair's positions lie far apart in 1 MB).
+#[derive(Clone, Copy)]
+struct Node {
+    sym: u32,
+    prev: u32,
+    next: u32,
+}
+
+impl Node {
+    /// The positions of `symbols` (fewer than `u32::MAX`), each linked to its neighbours.
+    fn list(symbols: &[u32]) -> Vec<Node> {
+        (0..symbols.len() as u32).map(|i| Node { sym: symbols[i as usize], prev: i.wrapping_sub(1), next: i + 1 }).collect()
+    }
+
+    /// Appends the symbols still there, in order.
+    fn push_symbols(nodes: &[Node], out: &mut Vec<u32>) {
+        let mut i = 0;
+        while let Some(node) = nodes.get(i) {
+            out.push(node.sym);
+            i = node.next as usize;
+        }
+    }
+}
 
 /// Chunks up to this many symbols are merged with dropout step by step (see `merge_dropout`).
 const DROPOUT_SCAN_MAX: usize = 32;
@@ -1642,6 +1669,53 @@ impl BpeModel {
         spelled
     }
 
+    /// BPE of a chunk of `SHORT_CHUNK` to `HEAP_CHUNK` symbols (runs of Japanese or Chinese
+    /// text, long words): every pair goes into one min-heap as (rank, position), and so does
+    /// each pair a merge makes. The lowest entry still true of its position (the pair there
+    /// may have been merged or changed since) is the lowest-ranked pair, the leftmost among
+    /// equals: BPE's next merge. Two allocations per chunk, where `merge_queued`'s buckets make
+    /// one per rank (a few hundred in such a chunk), and its map of ranks costs a lookup per add.
+    fn merge_heap(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
+        debug_assert!(initial.len() <= HEAP_CHUNK);
+        let n = initial.len() as u32;
+        let mut nodes = Node::list(initial);
+        // (rank << 32 | position): ascending order is BPE's order.
+        let mut heap: BinaryHeap<Reverse<u64>> = (0..initial.len().saturating_sub(1))
+            .filter_map(|i| {
+                let rank = self.initial_pair(initial, bytes, i).0;
+                (rank != NO_MERGE.0).then_some(Reverse((rank as u64) << 32 | i as u64))
+            })
+            .collect();
+        while let Some(Reverse(entry)) = heap.pop() {
+            let (rank, i) = ((entry >> 32) as u32, entry as u32);
+            let Node { sym, prev, next: j } = nodes[i as usize];
+            if sym == GONE || j >= n {
+                continue;
+            }
+            let Node { sym: right, next: after, .. } = nodes[j as usize];
+            let (r, new_id) = memo.merge_of(self, sym, right);
+            if r != rank {
+                continue; // the pair there changed since this entry was made
+            }
+            nodes[i as usize] = Node { sym: new_id, prev, next: after };
+            nodes[j as usize].sym = GONE;
+            if after < n {
+                nodes[after as usize].prev = i;
+                let r = memo.merge_of(self, new_id, nodes[after as usize].sym).0;
+                if r != NO_MERGE.0 {
+                    heap.push(Reverse((r as u64) << 32 | i as u64));
+                }
+            }
+            if prev < n {
+                let r = memo.merge_of(self, nodes[prev as usize].sym, new_id).0;
+                if r != NO_MERGE.0 {
+                    heap.push(Reverse((r as u64) << 32 | prev as u64));
+                }
+            }
+        }
+        Node::push_symbols(&nodes, out);
+    }
+
     /// The same merge order as `merge_short` (lowest rank first, leftmost first among equals),
     /// in near-linear time for any long chunk (1 MB of Chinese, of random letters...).
     ///
@@ -1653,58 +1727,6 @@ impl BpeModel {
     ///
     /// `bytes`: as for `merge_short` (the first ranks from the dense byte-pair table: on 1 MB of
     /// Chinese that saves a million probes of the large merge map).
-    /// BPE of a chunk of `SHORT_CHUNK` to `HEAP_CHUNK` symbols (runs of Japanese or Chinese
-    /// text, long words): every pair goes into one min-heap as (rank, position), and so does
-    /// each pair a merge makes. The lowest entry still true of its position (the pair there
-    /// may have been merged or changed since) is the lowest-ranked pair, the leftmost among
-    /// equals: BPE's next merge. Two allocations per chunk, where `merge_queued`'s buckets make
-    /// one per rank (a few hundred in such a chunk), and its map of ranks costs a lookup per add.
-    fn merge_heap(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
-        debug_assert!(initial.len() <= HEAP_CHUNK);
-        let n = initial.len() as u32;
-        // (symbol, previous position, next position); `GONE` once merged into the left one.
-        let mut nodes: Vec<(u32, u32, u32)> = (0..n).map(|i| (initial[i as usize], i.wrapping_sub(1), i + 1)).collect();
-        // (rank << 32 | position): ascending order is BPE's order.
-        let mut heap: BinaryHeap<Reverse<u64>> = (0..initial.len().saturating_sub(1))
-            .filter_map(|i| {
-                let rank = self.initial_pair(initial, bytes, i).0;
-                (rank != NO_MERGE.0).then_some(Reverse((rank as u64) << 32 | i as u64))
-            })
-            .collect();
-        while let Some(Reverse(entry)) = heap.pop() {
-            let (rank, i) = ((entry >> 32) as u32, entry as u32);
-            let (sym, prev, j) = nodes[i as usize];
-            if sym == GONE || j >= n {
-                continue;
-            }
-            let (right, _, after) = nodes[j as usize];
-            let (r, new_id) = memo.merge_of(self, sym, right);
-            if r != rank {
-                continue; // the pair there changed since this entry was made
-            }
-            nodes[i as usize] = (new_id, prev, after);
-            nodes[j as usize].0 = GONE;
-            if after < n {
-                nodes[after as usize].1 = i;
-                let r = memo.merge_of(self, new_id, nodes[after as usize].0).0;
-                if r != NO_MERGE.0 {
-                    heap.push(Reverse((r as u64) << 32 | i as u64));
-                }
-            }
-            if prev < n {
-                let r = memo.merge_of(self, nodes[prev as usize].0, new_id).0;
-                if r != NO_MERGE.0 {
-                    heap.push(Reverse((r as u64) << 32 | prev as u64));
-                }
-            }
-        }
-        let mut i = 0;
-        while i < n {
-            out.push(nodes[i as usize].0);
-            i = nodes[i as usize].2;
-        }
-    }
-
     fn merge_queued(&self, initial: &[u32], bytes: Option<&[u8]>, out: &mut Vec<u32>, memo: &mut PairMemo) {
         // Positions are u32 (chunks of 4 GiB and more are not a use case; they are cut below):
         // half the memory of usize for the links and buckets, which is what this loop touches.
@@ -1714,16 +1736,7 @@ impl BpeModel {
             return self.merge_queued(&initial[half..], bytes.map(|b| &b[half..]), out, memo);
         }
         let n = initial.len() as u32;
-        // One record per position: its symbol (`GONE` once merged into its left neighbour) and
-        // links to the neighbours still there. Together, so that visiting a position costs one
-        // cache miss, not one per array (a rare pair's positions lie far apart in 1 MB).
-        #[derive(Clone, Copy)]
-        struct Node {
-            sym: u32,
-            prev: u32,
-            next: u32,
-        }
-        let mut nodes: Vec<Node> = (0..n).map(|i| Node { sym: initial[i as usize], prev: i.wrapping_sub(1), next: i + 1 }).collect();
+        let mut nodes = Node::list(initial);
         let mut queue = RankBuckets::new();
         for i in 0..n as usize - 1 {
             let rank = self.initial_pair(initial, bytes, i).0;
@@ -1793,11 +1806,7 @@ impl BpeModel {
                 }
             }
         }
-        let mut i = 0;
-        while i < n {
-            out.push(nodes[i as usize].sym);
-            i = nodes[i as usize].next;
-        }
+        Node::push_symbols(&nodes, out);
     }
 
     /// Joins the bytes of `ids`; special tokens decode to their strings.
