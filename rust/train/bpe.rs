@@ -1084,6 +1084,65 @@ mod tests {
         }
     }
 
+    /// Merges learned the slow way: every pair counted again before each merge.
+    fn naive_merges(mut words: Vec<(Vec<u32>, u64)>, first_new_id: u32, min_frequency: u64, steps: usize) -> (Vec<Pair>, Vec<u64>) {
+        let (mut merges, mut counts) = (Vec::new(), Vec::new());
+        for new_id in first_new_id..first_new_id + steps as u32 {
+            let mut pairs: std::collections::BTreeMap<Pair, u64> = Default::default();
+            for (word, f) in &words {
+                for p in word.windows(2).filter(|p| p[0] != BARRIER && p[1] != BARRIER) {
+                    *pairs.entry((p[0], p[1])).or_default() += f;
+                }
+            }
+            // Highest count, then smallest pair: the first of the highest in pair order.
+            let Some((&pair, &count)) = pairs.iter().rev().max_by_key(|(_, &c)| c) else { break };
+            if count < min_frequency.max(1) {
+                break;
+            }
+            merges.push(pair);
+            counts.push(count);
+            for (word, _) in &mut words {
+                let mut out = Vec::with_capacity(word.len());
+                let mut i = 0;
+                while i < word.len() {
+                    if i + 1 < word.len() && (word[i], word[i + 1]) == pair {
+                        out.push(new_id);
+                        i += 2;
+                    } else {
+                        out.push(word[i]);
+                        i += 1;
+                    }
+                }
+                *word = out;
+            }
+        }
+        (merges, counts)
+    }
+
+    #[test]
+    fn merges_match_counting_every_pair_again() {
+        // Few symbols and runs of one symbol ("a a a b a b"): overlapping and back-to-back
+        // occurrences, words that hold a pair twice, barriers.
+        for seed in 0..6 {
+            let mut next = crate::lcg(100 + seed);
+            let words: Vec<(Vec<u32>, u64)> = (0..400)
+                .map(|_| {
+                    let len = 1 + next(16) as usize;
+                    let word = (0..len).map(|_| if next(30) == 0 { BARRIER } else { next(if seed % 2 == 0 { 3 } else { 5 }) as u32 }).collect();
+                    (word, 1 + next(3) * next(20))
+                })
+                .collect();
+            for min_frequency in [1, 4] {
+                let expected = naive_merges(words.clone(), 5, min_frequency, 150);
+                assert!(expected.0.len() > 40, "seed {seed}: only {} merges", expected.0.len());
+                for threads in [1, 2] {
+                    let got = learn_with(threads, 1, min_frequency, 150, words.clone());
+                    assert_eq!(got, expected, "seed {seed}, min_frequency {min_frequency}, {threads} threads");
+                }
+            }
+        }
+    }
+
     #[test]
     fn long_words_learn_the_same_merges() {
         // Every word of 2 symbols or more (then of 8 or more) merged through its `LongWord`
