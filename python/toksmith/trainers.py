@@ -343,6 +343,7 @@ def read_counts(trainer, source, show_progress=False) -> None:
 def learn(trainer, num_merges: int, show_progress: bool) -> list[tuple[int, int]]:
     """Runs the merge phase in steps, updating a progress bar between steps."""
     bar = _progress(show_progress, desc="merging", unit="merge", total=num_merges, smoothing=0.05)
+    trainer.set_merge_target(num_merges)
     done = 0
     try:
         while done < num_merges:

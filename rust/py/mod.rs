@@ -685,6 +685,14 @@ impl PyBpeTrainer {
         Ok(())
     }
 
+    /// Tells the learner how many merges will be asked for in all (it then tracks fewer pairs
+    /// late in training; the merges are the same).
+    fn set_merge_target(&mut self, merges: usize) -> PyResult<()> {
+        let learner = self.learner.as_mut().ok_or_else(|| TrainingError::new_err("call start() before set_merge_target()"))?;
+        learner.set_target(merges);
+        Ok(())
+    }
+
     /// Learns up to `n` more merges; returns how many were learned (0 once training is done).
     /// Merges that touch many words are split over the trainer's threads.
     fn step(&mut self, py: Python<'_>, n: usize) -> PyResult<usize> {
