@@ -29,6 +29,25 @@ def test_from_counts_equals_training_on_the_corpus(tmp_path):
     assert toksmith.train(tmp_path / "c.tsv", vocab_size=400, from_counts=True).to_dict()["model"] == direct.to_dict()["model"]
 
 
+@pytest.mark.parametrize("position, specials", [("first", ["<|a|>", "<|b|>"]), ("last", ["<|endoftext|>"]), ("first", [])])
+def test_model_the_trainer_builds_equals_the_model_built_from_lists(tmp_path, position, specials):
+    # train() builds the byte-level model in Rust from the learned merges; the same tokenizer
+    # must come out of the Python lists of tokens and merges (`_assemble` without the trainer).
+    from toksmith.trainers import _assemble
+
+    tok = toksmith.train(corpus(3), vocab_size=420, special_tokens=specials, special_tokens_position=position)
+    offset = len(specials) if position == "first" else 0
+    internal = [(a - offset, b - offset) for a, b in tok._merge_ids()]
+    settings = {k: v for k, v in tok.metadata.items() if k not in ("trainer", "special_tokens_position")}
+    from_lists = _assemble(internal, tok.pattern, tok.pattern_name, specials, position, settings)
+    assert from_lists._tokens == tok._tokens and from_lists.special_tokens == tok.special_tokens
+    text = " ".join(corpus(4, 20)) + "".join(specials)
+    assert tok.encode(text, allowed_special="all") == from_lists.encode(text, allowed_special="all")
+    tok.save(tmp_path / "a.json")
+    from_lists.save(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
 def test_merged_counts_equal_counts_of_the_concatenated_corpus(tmp_path):
     texts = corpus(1, 400)
     count(texts[:150], tmp_path / "a.tsv")

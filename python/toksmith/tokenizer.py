@@ -79,6 +79,16 @@ class Tokenizer:
         self._special_regex_cache = {}
         return self
 
+    @classmethod
+    def _from_merges_model(cls, model, *, merges, pattern: str, pattern_name: str | None,
+                           special_tokens: dict[str, int], metadata: dict) -> "Tokenizer":
+        """Wraps a merges model built in Rust (e.g. by the trainer) with its merges as id pairs;
+        the id -> bytes table is fetched from Rust when first needed."""
+        self = cls._from_ranks_model(model, pattern=pattern, pattern_name=pattern_name,
+                                     special_tokens=special_tokens, metadata=metadata)
+        self.uses_ranks, self._merges = False, [tuple(m) for m in merges]
+        return self
+
     @property
     def _tokens(self) -> dict[int, bytes]:
         """id -> bytes of every ordinary token (fetched from Rust on first use)."""

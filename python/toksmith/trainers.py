@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from . import _core
 from .errors import TrainingError
@@ -177,7 +178,7 @@ def train(
         trainer.start("byte", min_frequency, max_token_length)
         if algorithm == "bpe":
             merges = learn(trainer, vocab_size - minimum, show_progress)
-            return _assemble(merges, regex, pattern_name, specials, special_tokens_position, settings)
+            return _assemble(merges, regex, pattern_name, specials, special_tokens_position, settings, trainer)
         # SuperBPE: stage 1 up to the transition, then stage 2 continues from those merges.
         merges = learn(trainer, transition - minimum, show_progress)
         stage2 = trainers[1]
@@ -269,8 +270,6 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
     With ``overlap``, the next batch is read (and decoded) while Rust counts the previous one
     with the GIL released: reading stops being a serial phase when more than one core is used.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
     if not isinstance(trainers, (list, tuple)):
         trainers = [trainers]
@@ -364,20 +363,27 @@ def _add(trainer, batch: list[str]) -> None:
         raise TrainingError(f"a training text contains a lone surrogate at index {e.start}; it is not valid Unicode") from None
 
 
-def _assemble(merges, regex, pattern_name, specials, position, settings) -> Tokenizer:
-    """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges)."""
-    token_bytes = _internal_token_bytes(merges)
+def _assemble(merges, regex, pattern_name, specials, position, settings, trainer=None) -> Tokenizer:
+    """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges).
+    With the ``trainer`` that learned ``merges`` from bytes, its model is built in Rust."""
     offset = len(specials) if position == "first" else 0
-    tokens = dict(enumerate(token_bytes, offset))
-    first_special = 0 if position == "first" else len(token_bytes)
+    first_special = 0 if position == "first" else 256 + len(merges)
     special_ids = {s: first_special + k for k, s in enumerate(specials)}
+    metadata = {"trainer": "toksmith bpe", **settings, "special_tokens_position": position}
+    if trainer is not None:
+        model = trainer.byte_level_model(regex, list(special_ids.items()), offset)
+        return Tokenizer._from_merges_model(
+            model, merges=[(a + offset, b + offset) for a, b in merges] if offset else merges, pattern=regex,
+            pattern_name=pattern_name, special_tokens=special_ids, metadata=metadata)
+    token_bytes = _internal_token_bytes(merges)
+    tokens = dict(enumerate(token_bytes, offset))
     return Tokenizer(
         tokens=tokens,
         merges=[(a + offset, b + offset) for a, b in merges] if offset else merges,
         pattern=regex,
         pattern_name=pattern_name,
         special_tokens=special_ids,
-        metadata={"trainer": "toksmith bpe", **settings, "special_tokens_position": position},
+        metadata=metadata,
     )
 
 

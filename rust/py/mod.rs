@@ -721,6 +721,27 @@ impl PyBpeTrainer {
         py.allow_threads(|| guard(|| with_threads(threads, || learner.step(n))))
     }
 
+    /// The byte-level model of the merges learned so far, after `start("byte")`: bytes are ids
+    /// 0-255 and merge k makes id 256 + k, every id shifted by `offset` (special tokens laid
+    /// out first). The same model as `BpeModel(tokens, merges, ...)` from those lists, without
+    /// handing 32,000 tokens to Python and back at the end of training.
+    fn byte_level_model(&self, py: Python<'_>, pattern: &str, specials: Vec<(String, u32)>, offset: u32) -> PyResult<PyBpeModel> {
+        let learner = self.learner.as_ref().ok_or_else(|| TrainingError::new_err("call start() before byte_level_model()"))?;
+        py.allow_threads(|| {
+            guard(|| {
+                let merges: Vec<(u32, u32)> = learner.merges().iter().map(|&(a, b)| (a + offset, b + offset)).collect();
+                let mut bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+                for &(a, b) in learner.merges() {
+                    let joined = [bytes[a as usize].as_slice(), bytes[b as usize].as_slice()].concat();
+                    bytes.push(joined);
+                }
+                let tokens = bytes.into_iter().enumerate().map(|(id, b)| (id as u32 + offset, b)).collect();
+                BpeModel::new(tokens, &merges, Some(pattern), specials, BpeOptions::default())
+            })
+        })
+        .map(PyBpeModel::wrap)
+    }
+
     /// The merges learned so far (pairs of ids) and the count of each when it was chosen.
     fn merges(&self) -> (Vec<(u32, u32)>, Vec<u64>) {
         match &self.learner {
