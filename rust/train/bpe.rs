@@ -136,14 +136,21 @@ fn char_symbols<'a>(text: &'a str, suffix: &'a str) -> impl Iterator<Item = Stri
 }
 
 /// The words merges are learned from, one after the other in one buffer (no allocation per
-/// word): word `w` is `symbols[start[w]..start[w] + len[w]]` and occurs `freq[w]` times. Merges
+/// word): word `w` is `symbols[start..start + len]` of `info[w]` and occurs `freq` times. Merges
 /// shorten words in place, so a word's start never moves.
 pub struct Words {
     symbols: Vec<u32>,
-    /// One more entry than there are words: the end of the buffer.
-    start: Vec<usize>,
-    len: Vec<u32>,
-    freq: Vec<u64>,
+    info: Vec<WordInfo>,
+}
+
+/// Where a word's symbols start, how often it occurs and its length: one record rather than an
+/// array each, so that a merge visiting a word (a random place in megabytes of them) waits for
+/// one cache line before its symbols, not three.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+struct WordInfo {
+    start: usize,
+    freq: u64,
+    len: u32,
 }
 
 impl Words {
@@ -160,29 +167,22 @@ impl Words {
         let sizes: Vec<usize> = groups.iter().map(|g| g.iter().map(|(c, _)| c.len()).sum()).collect();
         let (n_words, n_symbols) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
         // Zeroed allocations come from the OS untouched; the pages are filled in parallel below.
-        let mut words = Words { symbols: vec![0; n_symbols], start: vec![0; n_words + 1], len: vec![0; n_words], freq: vec![0; n_words] };
+        let mut words = Words { symbols: vec![0; n_symbols], info: vec![WordInfo::default(); n_words] };
         let mut slices = Vec::with_capacity(groups.len());
-        let (mut symbols, mut start, mut len, mut freq) = (&mut words.symbols[..], &mut words.start[..], &mut words.len[..], &mut words.freq[..]);
+        let (mut symbols, mut info) = (&mut words.symbols[..], &mut words.info[..]);
         let mut base = 0;
         for (g, &size) in groups.iter().zip(&sizes) {
             let (s, rest) = std::mem::take(&mut symbols).split_at_mut(size);
             symbols = rest;
-            let (st, rest) = std::mem::take(&mut start).split_at_mut(g.len());
-            start = rest;
-            let (l, rest) = std::mem::take(&mut len).split_at_mut(g.len());
-            len = rest;
-            let (f, rest) = std::mem::take(&mut freq).split_at_mut(g.len());
-            freq = rest;
-            slices.push((s, st, l, f, base));
+            let (i, rest) = std::mem::take(&mut info).split_at_mut(g.len());
+            info = rest;
+            slices.push((s, i, base));
             base += size;
         }
-        start[0] = n_symbols; // the last entry, left over after every group took its part
-        groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, start, len, freq, base))| {
+        groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, info, base))| {
             let mut at = 0;
             for (k, (chunk, n)) in chunks.into_iter().enumerate() {
-                start[k] = base + at;
-                len[k] = chunk.len() as u32;
-                freq[k] = n;
+                info[k] = WordInfo { start: base + at, freq: n, len: chunk.len() as u32 };
                 for (s, &b) in symbols[at..at + chunk.len()].iter_mut().zip(&chunk) {
                     *s = b as u32;
                 }
@@ -193,23 +193,32 @@ impl Words {
     }
 
     fn build<T>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Self {
-        let mut words = Words { symbols: Vec::new(), start: Vec::with_capacity(items.len() + 1), len: Vec::with_capacity(items.len()), freq: Vec::with_capacity(items.len()) };
+        let mut words = Words { symbols: Vec::new(), info: Vec::with_capacity(items.len()) };
         for (item, n) in items {
-            words.start.push(words.symbols.len());
+            let start = words.symbols.len();
             push_symbols(&item, &mut words.symbols);
-            words.len.push((words.symbols.len() - words.start[words.start.len() - 1]) as u32);
-            words.freq.push(n);
+            words.info.push(WordInfo { start, freq: n, len: (words.symbols.len() - start) as u32 });
         }
-        words.start.push(words.symbols.len());
         words
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len.is_empty()
+        self.info.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.info.len()
     }
 
     fn get(&self, w: usize) -> &[u32] {
-        &self.symbols[self.start[w]..self.start[w] + self.len[w] as usize]
+        let WordInfo { start, len, .. } = self.info[w];
+        &self.symbols[start..start + len as usize]
+    }
+
+    /// Where the symbols of word `w` start, and the end of the buffer for `w` = the number of
+    /// words.
+    fn start(&self, w: usize) -> usize {
+        self.info.get(w).map_or(self.symbols.len(), |i| i.start)
     }
 }
 
@@ -510,7 +519,7 @@ fn merge_long_word(word: &mut [u32], lw: &mut LongWord, w: u32, f: u64, (a, b): 
 /// The pairs of all words counted at least `min_count` times, with their word lists: counted in
 /// runs of consecutive words, one per thread of the current rayon pool, added in word order.
 fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
-    let n = words.len.len();
+    let n = words.len();
     let run = n.div_ceil(rayon::current_num_threads()).max(1);
     let parts: Vec<Vec<PairShard>> =
         (0..n.div_ceil(run)).into_par_iter().map(|k| count_pairs(words, k * run..((k + 1) * run).min(n))).collect();
@@ -547,7 +556,7 @@ fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
             if p[0] != BARRIER && p[1] != BARRIER {
                 let pair = (p[0], p[1]);
                 let info = pairs[shard_of(pair)].entry(pair).or_default();
-                info.count += words.freq[w];
+                info.count += words.info[w].freq;
                 if info.words.last() != Some(&(w as u32)) {
                     info.words.push(w as u32);
                 }
@@ -558,31 +567,39 @@ fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
 }
 
 /// A run of words for one thread: its ids (ascending) and the parts of the buffers that hold
-/// them (symbols from `sym_offset`, lengths from word `ids[0]`).
+/// them (symbols from `sym_offset`, word records from word `ids[0]`).
 struct Run<'a> {
     ids: &'a [u32],
     symbols: &'a mut [u32],
     sym_offset: usize,
-    len: &'a mut [u32],
+    info: &'a mut [WordInfo],
 }
 
 /// Splits the given ascending word ids into `parts` runs of about equal numbers of ids, each
 /// with the (disjoint) parts of the word buffers it may change.
-fn split_words<'a>(mut symbols: &'a mut [u32], mut len: &'a mut [u32], start: &[usize], ids: &'a [u32], parts: usize) -> Vec<Run<'a>> {
+fn split_words<'a>(words: &'a mut Words, ids: &'a [u32], parts: usize) -> Vec<Run<'a>> {
+    let chunks: Vec<&[u32]> = ids.chunks(ids.len().div_ceil(parts).max(1)).collect();
+    // Each run's words [first, end) and their symbols, found before the buffers are split.
+    let bounds: Vec<(usize, usize, usize, usize)> = chunks
+        .iter()
+        .map(|chunk| {
+            let (first, end) = (chunk[0] as usize, chunk[chunk.len() - 1] as usize + 1);
+            (first, end, words.start(first), words.start(end))
+        })
+        .collect();
+    let (mut symbols, mut info) = (&mut words.symbols[..], &mut words.info[..]);
     let (mut sym_offset, mut word_offset) = (0usize, 0usize);
     let mut runs = Vec::with_capacity(parts);
-    for chunk in ids.chunks(ids.len().div_ceil(parts).max(1)) {
-        let first = chunk[0] as usize;
-        let end = chunk[chunk.len() - 1] as usize + 1;
+    for (chunk, (first, end, sym_first, sym_end)) in chunks.into_iter().zip(bounds) {
         // Drop what lies before this run, keep [first, end) and go on with the rest.
-        let (_, rest) = std::mem::take(&mut symbols).split_at_mut(start[first] - sym_offset);
-        let (mine, rest) = rest.split_at_mut(start[end] - start[first]);
+        let (_, rest) = std::mem::take(&mut symbols).split_at_mut(sym_first - sym_offset);
+        let (mine, rest) = rest.split_at_mut(sym_end - sym_first);
         symbols = rest;
-        let (_, rest_len) = std::mem::take(&mut len).split_at_mut(first - word_offset);
-        let (mine_len, rest_len) = rest_len.split_at_mut(end - first);
-        len = rest_len;
-        runs.push(Run { ids: chunk, symbols: mine, sym_offset: start[first], len: mine_len });
-        sym_offset = start[end];
+        let (_, rest_info) = std::mem::take(&mut info).split_at_mut(first - word_offset);
+        let (mine_info, rest_info) = rest_info.split_at_mut(end - first);
+        info = rest_info;
+        runs.push(Run { ids: chunk, symbols: mine, sym_offset: sym_first, info: mine_info });
+        sym_offset = sym_end;
         word_offset = end;
     }
     runs
@@ -687,8 +704,8 @@ impl MergeLearner {
     }
 
     fn long_words(words: &Words, long_word: usize) -> FxHashMap<u32, std::sync::Mutex<LongWord>> {
-        (0..words.len.len())
-            .filter(|&w| words.len[w] as usize >= long_word)
+        (0..words.len())
+            .filter(|&w| words.info[w].len as usize >= long_word)
             .map(|w| (w as u32, std::sync::Mutex::new(LongWord::new(words.get(w)))))
             .collect()
     }
@@ -915,37 +932,34 @@ impl MergeLearner {
                 side.slots.resize_with(new_id as usize + 1, Default::default);
             }
         }
-        let Words { symbols, start, len, freq } = &mut self.words;
-        let (start, freq) = (&*start, &*freq);
         let (long, long_word) = (&self.long, self.long_word);
         let merge_run = |run: Run, delta: &mut Delta| {
             let first = run.ids[0];
             for (i, &w) in run.ids.iter().enumerate() {
                 // The words of a pair lie all over buffers of many megabytes: each would wait
-                // for its start, length, count and symbols in turn. Asking for the bookkeeping
-                // of the word 8 ahead, and the symbols of the word 4 ahead (whose start is in by
-                // then), lets those loads overlap instead.
+                // for its record, then its symbols. Asking for the record of the word 8 ahead,
+                // and the symbols of the word 4 ahead (whose record is in by then), lets those
+                // loads overlap instead.
                 if let Some(&ahead) = run.ids.get(i + 8) {
-                    crate::prefetch(&start[ahead as usize]);
-                    crate::prefetch(&freq[ahead as usize]);
-                    crate::prefetch(&run.len[(ahead - first) as usize]);
+                    crate::prefetch(&run.info[(ahead - first) as usize]);
                 }
                 if let Some(&near) = run.ids.get(i + 4) {
-                    crate::prefetch(&run.symbols[start[near as usize] - run.sym_offset]);
+                    crate::prefetch(&run.symbols[run.info[(near - first) as usize].start - run.sym_offset]);
                 }
-                let (s, k) = (start[w as usize] - run.sym_offset, (w - first) as usize);
-                match (run.len[k] as usize >= long_word).then(|| long.get(&w)).flatten() {
+                let info = &mut run.info[(w - first) as usize];
+                let s = info.start - run.sym_offset;
+                match (info.len as usize >= long_word).then(|| long.get(&w)).flatten() {
                     // A long word keeps its length; its merged-away symbols are `GONE`.
                     Some(lw) => {
                         let mut lw = lw.lock().unwrap_or_else(|e| e.into_inner());
-                        let end = start[w as usize + 1] - run.sym_offset;
-                        merge_long_word(&mut run.symbols[s..end], &mut lw, w, freq[w as usize], pair, new_id, delta);
+                        let end = s + info.len as usize;
+                        merge_long_word(&mut run.symbols[s..end], &mut lw, w, info.freq, pair, new_id, delta);
                     }
-                    None => merge_word(&mut run.symbols[s..], &mut run.len[k], w, freq[w as usize], pair, new_id, delta),
+                    None => merge_word(&mut run.symbols[s..], &mut info.len, w, info.freq, pair, new_id, delta),
                 }
             }
         };
-        let runs = split_words(symbols, len, start, &affected, parts);
+        let runs = split_words(&mut self.words, &affected, parts);
         if parts == 1 {
             runs.into_iter().for_each(|run| merge_run(run, &mut self.scratch[0]));
         } else {
@@ -1365,7 +1379,7 @@ mod tests {
         let expected: Vec<(Vec<u32>, u64)> = groups.iter().flatten().map(|(c, n)| (c.iter().map(|&b| b as u32).collect(), *n)).collect();
         let words = Words::from_chunk_groups(groups);
         let plain = Words::new(expected);
-        assert_eq!((&words.symbols, &words.start, &words.len, &words.freq), (&plain.symbols, &plain.start, &plain.len, &plain.freq));
+        assert_eq!((&words.symbols, &words.info), (&plain.symbols, &plain.info));
         assert_eq!(words.get(2), &[104, 101, 108, 108, 111]);
     }
 
