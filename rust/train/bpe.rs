@@ -254,8 +254,8 @@ pub struct MergeLearner {
     next_id: u32,
     min_frequency: u64,
     /// Pairs counted below this are not kept in the table (see `raise_floor`); at least
-    /// `min_frequency`.
-    floor: u64,
+    /// `min_frequency`. (Not the queue's own floor, which only orders entries.)
+    table_floor: u64,
     /// The number of merges training will ask for, if known: it lets the floor rise.
     target: Option<usize>,
     /// When the floor is reconsidered: from this many merges on, every `floor_every`.
@@ -688,7 +688,7 @@ impl MergeLearner {
             length: lengths,
             next_id: first_new_id,
             min_frequency,
-            floor: min_frequency,
+            table_floor: min_frequency,
             target: None,
             floor_from: FLOOR_FROM,
             floor_every: FLOOR_EVERY,
@@ -856,10 +856,10 @@ impl MergeLearner {
         let slope = (half / now).ln() / ((m as f64) / ((m / 2) as f64)).ln();
         let expected = now * ((m as f64) / (target as f64)).powf(slope);
         let floor = (expected / self.floor_margin) as u64;
-        if floor <= self.floor {
+        if floor <= self.table_floor {
             return;
         }
-        self.floor = floor;
+        self.table_floor = floor;
         self.pairs.par_iter_mut().for_each(|shard| shard.retain(|_, info| info.count >= floor));
         self.queue = PairQueue::of_table(&self.pairs);
     }
@@ -867,9 +867,9 @@ impl MergeLearner {
     /// Counts every pair again from the words, under a floor 4 times lower (at least
     /// `min_frequency`); later floors keep twice the margin (see `raise_floor`).
     fn recount(&mut self) {
-        self.floor = (self.floor / 4).max(self.min_frequency);
+        self.table_floor = (self.table_floor / 4).max(self.min_frequency);
         self.floor_margin *= 2.0;
-        self.pairs = count_all_pairs(&self.words, self.floor);
+        self.pairs = count_all_pairs(&self.words, self.table_floor);
         self.queue = PairQueue::of_table(&self.pairs);
     }
 
@@ -879,7 +879,7 @@ impl MergeLearner {
     fn best_pair(&mut self) -> Option<(Pair, u64)> {
         loop {
             let Some((count, pair)) = self.queue.pop() else {
-                if self.floor > self.min_frequency {
+                if self.table_floor > self.min_frequency {
                     self.recount();
                     continue;
                 }
@@ -1002,7 +1002,7 @@ impl MergeLearner {
                 if !is_left && sym == a {
                     n -= back_to_back;
                 }
-                if n < self.floor {
+                if n < self.table_floor {
                     continue;
                 }
                 let pair = if is_left { (sym, new_id) } else { (new_id, sym) };
@@ -1022,7 +1022,7 @@ impl MergeLearner {
                 total += 1;
             }
         }
-        let floor = self.floor;
+        let floor = self.table_floor;
         let deltas_read: &[Delta] = deltas;
         let update_shard = |(shard, (updates, pushes)): (&mut PairShard, (&mut Vec<PairUpdate>, &mut Vec<(u64, Pair)>))| {
             for update in updates.drain(..) {
@@ -1283,12 +1283,12 @@ mod tests {
                         l.set_target(target);
                         let (mut floors, mut recounts) = (0, 0);
                         while l.merges().len() < 600 {
-                            let floor = l.floor;
+                            let floor = l.table_floor;
                             if l.step(1) == 0 {
                                 break;
                             }
-                            floors += (l.floor > floor) as usize;
-                            recounts += (l.floor < floor) as usize;
+                            floors += (l.table_floor > floor) as usize;
+                            recounts += (l.table_floor < floor) as usize;
                         }
                         ((l.merges().to_vec(), l.counts().to_vec()), floors, recounts)
                     });
