@@ -48,6 +48,42 @@ def test_model_the_trainer_builds_equals_the_model_built_from_lists(tmp_path, po
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
+def test_the_floor_of_the_pair_table_changes_no_merge():
+    # Past 1,024 merges the learner drops the pairs it expects never to merge (a floor under
+    # the pair table, from the merge target); the merges must be those learned without it.
+    from toksmith import _core
+
+    rng = random.Random(5)
+    stems = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(4000)]
+    weights = [1 / (k + 1) for k in range(len(stems))]  # Zipf-like, as in text
+    texts = [" ".join(rng.choices(stems, weights, k=400)) for _ in range(300)]
+    runs = []
+    for target in (None, 3000):
+        trainer = _core.BpeTrainer(_core.pattern_regex("o200k"), [], 1, None, "")
+        trainer.add_texts(texts)
+        trainer.start("byte", 2, None)
+        if target:
+            trainer.set_merge_target(target)
+        while trainer.step(256):
+            if len(trainer.merges()[0]) >= 3000:
+                break
+        runs.append((trainer.merges(), trainer.table_floor()))
+    (plain, plain_floor), (floored, floor) = runs
+    assert len(plain[0]) >= 2500
+    assert plain_floor == 2 and floor > 2  # the floor did rise
+    assert floored == plain
+
+
+def test_byte_level_model_needs_a_byte_level_start():
+    from toksmith import _core
+
+    trainer = _core.BpeTrainer(_core.pattern_regex("o200k"), [], 1, None, "")
+    trainer.add_texts(corpus(6))
+    trainer.start("char", 2, None)
+    with pytest.raises(toksmith.TrainingError, match="byte"):
+        trainer.byte_level_model(_core.pattern_regex("o200k"), [], 0)
+
+
 def test_merged_counts_equal_counts_of_the_concatenated_corpus(tmp_path):
     texts = corpus(1, 400)
     count(texts[:150], tmp_path / "a.tsv")

@@ -488,6 +488,8 @@ struct PyBpeTrainer {
     counts: SpillingCounts,
     num_threads: Option<usize>,
     learner: Option<MergeLearner>,
+    /// Whether the learner started from bytes (`start("byte")`): ids 0-255 are the bytes.
+    from_bytes: bool,
     /// The next block of the file being counted, read on a thread of its own meanwhile (one
     /// thread beyond `num_threads`, copying from the page cache; its block, 8 MiB, is outside
     /// `max_memory`, which bounds the counts).
@@ -550,6 +552,7 @@ impl PyBpeTrainer {
                 counts: SpillingCounts::new(max_memory, spill_dir),
                 num_threads,
                 learner: None,
+                from_bytes: false,
                 read_ahead: None,
             })
         })
@@ -641,6 +644,7 @@ impl PyBpeTrainer {
                 })?
             })
         })?;
+        self.from_bytes = alphabet.is_none();
         self.learner = Some(learner);
         Ok(alphabet)
     }
@@ -701,6 +705,7 @@ impl PyBpeTrainer {
                 Ok(learner.with_constraints(Constraints { token_bytes, max_words, forbidden, taken }))
             })
         })?;
+        self.from_bytes = false;
         self.learner = Some(learner);
         Ok(())
     }
@@ -726,9 +731,16 @@ impl PyBpeTrainer {
     /// out first). The same model as `BpeModel(tokens, merges, ...)` from those lists, without
     /// handing 32,000 tokens to Python and back at the end of training.
     fn byte_level_model(&self, py: Python<'_>, pattern: &str, specials: Vec<(String, u32)>, offset: u32) -> PyResult<PyBpeModel> {
-        let learner = self.learner.as_ref().ok_or_else(|| TrainingError::new_err("call start() before byte_level_model()"))?;
+        let learner = match &self.learner {
+            Some(learner) if self.from_bytes => learner,
+            _ => return Err(TrainingError::new_err("byte_level_model() needs a trainer started with start(\"byte\")")),
+        };
         py.allow_threads(|| {
             guard(|| {
+                let n = 256 + learner.merges().len();
+                if (offset as usize).checked_add(n).is_none_or(|end| end > u32::MAX as usize) {
+                    return Err(Error::new(ErrorKind::Training, format!("{offset} special tokens before {n} tokens are too many ids")));
+                }
                 let merges: Vec<(u32, u32)> = learner.merges().iter().map(|&(a, b)| (a + offset, b + offset)).collect();
                 let mut bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
                 for &(a, b) in learner.merges() {
@@ -740,6 +752,12 @@ impl PyBpeTrainer {
             })
         })
         .map(PyBpeModel::wrap)
+    }
+
+    /// The count under which pairs are left out of the pair table now (`min_frequency`, or
+    /// more late in training once `set_merge_target` was given); for tests and diagnostics.
+    fn table_floor(&self) -> Option<u64> {
+        self.learner.as_ref().map(|l| l.table_floor())
     }
 
     /// The merges learned so far (pairs of ids) and the count of each when it was chosen.

@@ -143,9 +143,10 @@ pub struct Words {
     info: Vec<WordInfo>,
 }
 
-/// Where a word's symbols start, how often it occurs and its length: one record rather than an
-/// array each, so that a merge visiting a word (a random place in megabytes of them) waits for
-/// one cache line before its symbols, not three.
+/// Where a word's symbols start, how often it occurs and its length: one record of 24 bytes
+/// rather than an array each, so that a merge visiting a word (a random place in megabytes of
+/// them) waits for one cache line before its symbols (two for a quarter of the records, which
+/// straddle a line), not three.
 #[derive(Clone, Copy, Default, Debug, PartialEq)]
 struct WordInfo {
     start: usize,
@@ -231,9 +232,10 @@ impl Words {
 /// `Delta`, and the parts are added in word order, so the result is the same for any number
 /// of threads (counts are sums; word lists come out sorted either way).
 ///
-/// A max-queue holds one (count, pair) entry per pair: pushed when the pair appears, with a count
-/// that can only be too high later (a pair's count never grows once the merge that created it
-/// is over). A popped entry whose count is stale is pushed back with the current count.
+/// A max-queue holds one (count, pair) entry per pair: pushed when the pair appears (and all
+/// again from the table when its floor rises), with a count that can only be too high later (a
+/// pair's count never grows once the merge that created it is over). A popped entry whose count
+/// is stale is pushed back with the current count.
 pub struct MergeLearner {
     words: Words,
     /// The index of every word of at least `long_word` symbols (see `LongWord`).
@@ -263,6 +265,8 @@ pub struct MergeLearner {
     floor_every: usize,
     /// The floor is the expected last count divided by this (doubled at each recount).
     floor_margin: f64,
+    /// The number of merges at the last recount (see `recount`).
+    recounted_at: Option<usize>,
     max_token_length: Option<u32>,
     constraints: Option<Constraints>,
     /// A merge is split over threads only from this many words per thread: below it, starting
@@ -693,6 +697,7 @@ impl MergeLearner {
             floor_from: FLOOR_FROM,
             floor_every: FLOOR_EVERY,
             floor_margin: FLOOR_MARGIN,
+            recounted_at: None,
             max_token_length,
             constraints: None,
             min_words_per_thread: 64,
@@ -756,6 +761,11 @@ impl MergeLearner {
     /// The count of each learned merge when it was chosen.
     pub fn counts(&self) -> &[u64] {
         &self.counts
+    }
+
+    /// Pairs counted below this are not in the table (see `raise_floor`).
+    pub fn table_floor(&self) -> u64 {
+        self.table_floor
     }
 
     pub fn finished(&self) -> bool {
@@ -831,7 +841,8 @@ impl MergeLearner {
     }
 
     /// Raises the floor under which pairs leave the table to a third of the count the last
-    /// merge is expected to have, and drops the pairs under it.
+    /// merge is expected to have (a sixth after a recount, and so on), drops the pairs under
+    /// it and queues the others again.
     ///
     /// Pairs only ever count less once made, and the best count never rises (a merge's new
     /// pairs count at most what it merged), so a pair under the last merge's count is never
@@ -865,9 +876,14 @@ impl MergeLearner {
     }
 
     /// Counts every pair again from the words, under a floor 4 times lower (at least
-    /// `min_frequency`); later floors keep twice the margin (see `raise_floor`).
+    /// `min_frequency`); later floors keep twice the margin (see `raise_floor`). When no merge
+    /// was made since the last recount (training has run out of pairs, or all that are left are
+    /// too long or forbidden), straight down to `min_frequency`, so that stopping costs at most
+    /// two recounts.
     fn recount(&mut self) {
-        self.table_floor = (self.table_floor / 4).max(self.min_frequency);
+        let m = self.merges.len();
+        self.table_floor = if self.recounted_at == Some(m) { self.min_frequency } else { (self.table_floor / 4).max(self.min_frequency) };
+        self.recounted_at = Some(m);
         self.floor_margin *= 2.0;
         self.pairs = count_all_pairs(&self.words, self.table_floor);
         self.queue = PairQueue::of_table(&self.pairs);
@@ -875,7 +891,8 @@ impl MergeLearner {
 
     /// The most frequent pair (ties: smallest ids), skipping pairs whose token would be longer
     /// than `max_token_length` or that the constraints forbid (both for good: the tokens only
-    /// get more taken, never less).
+    /// get more taken, never less; such a pair leaves the table). When the queue runs dry under
+    /// a raised floor, every pair is counted again first (`recount`).
     fn best_pair(&mut self) -> Option<(Pair, u64)> {
         loop {
             let Some((count, pair)) = self.queue.pop() else {
@@ -897,15 +914,10 @@ impl MergeLearner {
             if count < self.min_frequency {
                 return None;
             }
-            if let Some(max) = self.max_token_length {
-                if self.length[pair.0 as usize] + self.length[pair.1 as usize] > max {
-                    continue;
-                }
-            }
-            if let Some(c) = &self.constraints {
-                if !c.allows(pair) {
-                    continue;
-                }
+            let too_long = self.max_token_length.is_some_and(|max| self.length[pair.0 as usize] + self.length[pair.1 as usize] > max);
+            if too_long || self.constraints.as_ref().is_some_and(|c| !c.allows(pair)) {
+                self.pairs[shard_of(pair)].remove(&pair);
+                continue;
             }
             return Some((pair, count));
         }
@@ -974,7 +986,8 @@ impl MergeLearner {
     /// and clears the parts. A pair is kept only while its count is at least the floor
     /// (`min_frequency`, or higher: see `raise_floor`): the count of a pair never grows once the
     /// merge that made it is over, so one below `min_frequency` can never be merged (and most new
-    /// pairs are rare: this saves tracking them at all).
+    /// pairs are rare: this saves tracking them at all); one below a raised floor is counted
+    /// again if it turns out to be needed (`recount`).
     fn absorb(&mut self, deltas: &mut [Delta], (a, b): Pair, new_id: u32) {
         // The first part's counts become the totals over all parts.
         let (first, rest) = deltas.split_first_mut().expect("a merge has at least one part");
@@ -1299,6 +1312,39 @@ mod tests {
                     if target < 600 {
                         assert!(recounts > 0, "seed {seed}, target {target}: no recount");
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_raised_floor_with_limits_learns_the_same_merges_to_the_end() {
+        // min_frequency 3 and tokens of at most 4 symbols: training runs out of pairs before
+        // the target, while a far too high floor (a target just past the first raise) has to be
+        // undone on the way, and pairs too long leave the table.
+        for seed in 0..6 {
+            let words = random_words(300 + seed, 2000);
+            let learn = |target: Option<usize>, threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| {
+                    let mut l = MergeLearner::new(words.clone(), 5, vec![1; 5], 3, Some(4))
+                        .unwrap()
+                        .with_min_words_per_thread(1)
+                        .with_min_parallel_updates(1)
+                        .with_floor_schedule(16, 8);
+                    if let Some(t) = target {
+                        l.set_target(t);
+                    }
+                    while l.step(7) > 0 {}
+                    assert!(l.finished());
+                    (l.merges().to_vec(), l.counts().to_vec())
+                })
+            };
+            let plain = learn(None, 1);
+            assert!(plain.0.len() > 30 && plain.0.len() < 2000, "seed {seed}: {} merges", plain.0.len());
+            for target in [20, plain.0.len(), 5000] {
+                for threads in [1, 2] {
+                    assert_eq!(learn(Some(target), threads), plain, "seed {seed}, target {target}, {threads} threads");
                 }
             }
         }
