@@ -738,7 +738,7 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let n = 256 + learner.merges().len();
-                if (offset as usize).checked_add(n).is_none_or(|end| end > u32::MAX as usize) {
+                if offset as usize + n > u32::MAX as usize {
                     return Err(Error::new(ErrorKind::Training, format!("{offset} special tokens before {n} tokens are too many ids")));
                 }
                 let merges: Vec<(u32, u32)> = learner.merges().iter().map(|&(a, b)| (a + offset, b + offset)).collect();

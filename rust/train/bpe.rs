@@ -582,19 +582,18 @@ struct Run<'a> {
 /// Splits the given ascending word ids into `parts` runs of about equal numbers of ids, each
 /// with the (disjoint) parts of the word buffers it may change.
 fn split_words<'a>(words: &'a mut Words, ids: &'a [u32], parts: usize) -> Vec<Run<'a>> {
-    let chunks: Vec<&[u32]> = ids.chunks(ids.len().div_ceil(parts).max(1)).collect();
-    // Each run's words [first, end) and their symbols, found before the buffers are split.
-    let bounds: Vec<(usize, usize, usize, usize)> = chunks
-        .iter()
+    // Each run's ids, its words [first, end) and their symbols, found before the buffers are split.
+    let bounds: Vec<(&[u32], usize, usize, usize, usize)> = ids
+        .chunks(ids.len().div_ceil(parts).max(1))
         .map(|chunk| {
             let (first, end) = (chunk[0] as usize, chunk[chunk.len() - 1] as usize + 1);
-            (first, end, words.start(first), words.start(end))
+            (chunk, first, end, words.start(first), words.start(end))
         })
         .collect();
     let (mut symbols, mut info) = (&mut words.symbols[..], &mut words.info[..]);
     let (mut sym_offset, mut word_offset) = (0usize, 0usize);
     let mut runs = Vec::with_capacity(parts);
-    for (chunk, (first, end, sym_first, sym_end)) in chunks.into_iter().zip(bounds) {
+    for (chunk, first, end, sym_first, sym_end) in bounds {
         // Drop what lies before this run, keep [first, end) and go on with the rest.
         let (_, rest) = std::mem::take(&mut symbols).split_at_mut(sym_first - sym_offset);
         let (mine, rest) = rest.split_at_mut(sym_end - sym_first);
