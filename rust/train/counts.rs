@@ -6,7 +6,7 @@
 //! (u64 LE), in ascending byte order of chunks.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::train::bpe::ChunkCounts;
+use crate::train::bpe::{Chunk, ChunkCounts};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -57,7 +57,7 @@ fn add_to(table: &mut ChunkCounts, chunk: &[u8], n: u64) -> usize {
             0
         }
         None => {
-            table.insert(chunk.to_vec(), n);
+            table.insert(Chunk::from_slice(chunk), n);
             chunk.len() + ENTRY_OVERHEAD
         }
     }
@@ -118,8 +118,8 @@ impl SpillingCounts {
     }
 
     /// Empties the table into a vector sorted by chunk (sorting on the current rayon pool).
-    fn take_sorted(&mut self) -> Vec<(Vec<u8>, u64)> {
-        let mut entries: Vec<(Vec<u8>, u64)> = Vec::with_capacity(self.len_in_memory());
+    fn take_sorted(&mut self) -> Vec<(Chunk, u64)> {
+        let mut entries: Vec<(Chunk, u64)> = Vec::with_capacity(self.len_in_memory());
         for shard in &mut self.shards {
             entries.extend(std::mem::take(shard));
         }
@@ -153,13 +153,13 @@ impl SpillingCounts {
     /// chunks alone: shard by shard, each sorted on its own thread (a global sort splits worse
     /// over threads); or, when runs were spilled, one group in ascending order (the runs on
     /// disk merged with the table, and deleted).
-    pub fn into_groups(&mut self) -> Result<Vec<Vec<(Vec<u8>, u64)>>> {
+    pub fn into_groups(&mut self) -> Result<Vec<Vec<(Chunk, u64)>>> {
         if self.runs.is_empty() {
             self.table_bytes = 0;
             return Ok(std::mem::replace(&mut self.shards, empty_shards())
                 .into_par_iter()
                 .map(|shard| {
-                    let mut entries: Vec<(Vec<u8>, u64)> = shard.into_iter().collect();
+                    let mut entries: Vec<(Chunk, u64)> = shard.into_iter().collect();
                     entries.sort_unstable();
                     entries
                 })
@@ -172,13 +172,13 @@ impl SpillingCounts {
 
     /// Calls `f` on every (chunk, total count) in ascending chunk order, merging the runs on
     /// disk with the table in memory. Consumes the counts; the run files are deleted.
-    pub fn drain_sorted(&mut self, mut f: impl FnMut(Vec<u8>, u64)) -> Result<()> {
+    pub fn drain_sorted(&mut self, mut f: impl FnMut(Chunk, u64)) -> Result<()> {
         let memory = self.take_sorted();
         if self.runs.is_empty() {
             memory.into_iter().for_each(|(k, v)| f(k, v));
             return Ok(());
         }
-        let mut sources: Vec<Box<dyn Iterator<Item = Result<(Vec<u8>, u64)>>>> = Vec::new();
+        let mut sources: Vec<Box<dyn Iterator<Item = Result<(Chunk, u64)>>>> = Vec::new();
         sources.push(Box::new(memory.into_iter().map(Ok)));
         for path in &self.runs {
             let file = File::open(path).map_err(|e| io_err(&format!("cannot read {}", path.display()), e))?;
@@ -192,7 +192,7 @@ impl SpillingCounts {
                 heap.push(Reverse((k, i, v)));
             }
         }
-        let mut current: Option<(Vec<u8>, u64)> = None;
+        let mut current: Option<(Chunk, u64)> = None;
         while let Some(Reverse((k, i, v))) = heap.pop() {
             if let Some(e) = sources[i].next() {
                 let (nk, nv) = e?;
@@ -231,7 +231,7 @@ struct RunReader {
 }
 
 impl Iterator for RunReader {
-    type Item = Result<(Vec<u8>, u64)>;
+    type Item = Result<(Chunk, u64)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let mut len = [0u8; 4];
@@ -240,7 +240,7 @@ impl Iterator for RunReader {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
             Err(e) => return Some(Err(io_err("cannot read a spill run", e))),
         }
-        let mut key = vec![0u8; u32::from_le_bytes(len) as usize];
+        let mut key = Chunk::from_elem(0, u32::from_le_bytes(len) as usize);
         let mut count = [0u8; 8];
         if let Err(e) = self.r.read_exact(&mut key).and_then(|_| self.r.read_exact(&mut count)) {
             return Some(Err(io_err("a spill run is truncated", e)));
@@ -261,7 +261,8 @@ mod tests {
         let mut seed = 7u64;
         for _ in 0..2000 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            let k = format!("w{}", (seed >> 40) % 97).into_bytes();
+            // Keys short enough to sit inline in the table's entries and long enough not to.
+            let k = format!("w{}{}", (seed >> 40) % 97, "-".repeat((seed >> 20) as usize % 30)).into_bytes();
             *expected.entry(k.clone()).or_insert(0) += 1;
             s.add(&k, 1);
             s.spill_if_over_budget().unwrap();
@@ -269,6 +270,8 @@ mod tests {
         assert!(s.num_runs() > 3);
         let mut got = Vec::new();
         s.drain_sorted(|k, v| got.push((k, v))).unwrap();
+        assert!(got.iter().any(|(k, _)| k.spilled()) && got.iter().any(|(k, _)| !k.spilled()));
+        let got: Vec<(Vec<u8>, u64)> = got.into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
         assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "runs are deleted");
         let _ = std::fs::remove_dir(&dir);
