@@ -31,7 +31,7 @@ const STACK_PAIRS: usize = 16;
 /// the top byte), so that two different short byte strings never share a key. Reads the bytes
 /// as two overlapping words instead of copying them one by one: this runs once per chunk.
 #[inline]
-fn pack_short(b: &[u8]) -> Option<u128> {
+pub(crate) fn pack_short(b: &[u8]) -> Option<u128> {
     let n = b.len();
     let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
     let (lo, hi) = match n {
@@ -57,7 +57,7 @@ fn pack_short(b: &[u8]) -> Option<u128> {
 /// `pack_short` of `text[at..at + n]` when `text` has 16 bytes from `at`: one 16-byte load,
 /// masked to the chunk's bytes, instead of a branch on the length.
 #[inline(always)]
-fn pack_short_within(text: &[u8], at: usize, n: usize) -> Option<u128> {
+pub(crate) fn pack_short_within(text: &[u8], at: usize, n: usize) -> Option<u128> {
     match text.get(at..at + 16) {
         Some(window) if n < 16 => {
             const MASKS: [u128; 16] = {

@@ -565,7 +565,7 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                with_threads(threads, || counts.add_tables(&count_chunks(&refs, pre, sp)?))?
+                with_threads(threads, || counts.add_tallies(&count_chunks(&refs, pre, sp)?))?
             })
         })
     }
@@ -590,7 +590,7 @@ impl PyBpeTrainer {
                     // Small pieces (about 256 KB), so that threads finishing early find work;
                     // their size does not change the tables (see `count_chunks`).
                     let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
-                    counts.add_tables(&count_chunks(&pieces, pre, sp)?)
+                    counts.add_tallies(&count_chunks(&pieces, pre, sp)?)
                 })??;
                 Ok(next)
             })

@@ -6,9 +6,8 @@
 //! (u64 LE), in ascending byte order of chunks.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::train::bpe::{Chunk, ChunkCounts};
+use crate::train::bpe::{unpack_short, Chunk, ChunkCounts, ChunkTally};
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::hash::BuildHasher;
 use std::collections::BinaryHeap;
@@ -73,25 +72,42 @@ impl SpillingCounts {
         self.table_bytes += add_to(&mut self.shards[shard_of(chunk)], chunk, n);
     }
 
-    /// Adds tables of counts (e.g. one per thread that counted a batch), then spills if over
-    /// budget. Runs on the current rayon pool: first each table is split by shard, then each
-    /// shard takes its part of every table.
-    pub fn add_tables<K: AsRef<[u8]> + Sync>(&mut self, tables: &[FxHashMap<K, u64>]) -> Result<()> {
-        let split: Vec<Vec<Vec<(&[u8], u64)>>> = tables
+    /// Adds tallies of counts (one per thread and `TABLE_BYTES` of text counted, see
+    /// `count_chunks`), then spills if over budget. Runs on the current rayon pool: first each
+    /// tally is split by shard, then each shard takes its part of every tally.
+    pub fn add_tallies(&mut self, tallies: &[ChunkTally<'_>]) -> Result<()> {
+        type Parts<'a> = (Vec<Vec<(u128, u64)>>, Vec<Vec<(&'a [u8], u64)>>);
+        let split: Vec<Parts> = tallies
             .par_iter()
-            .map(|table| {
-                let mut parts = vec![Vec::new(); SHARDS];
-                for (k, &n) in table {
-                    parts[shard_of(k.as_ref())].push((k.as_ref(), n));
+            .map(|tally| {
+                let (mut short, mut long): Parts = (vec![Vec::new(); SHARDS], vec![Vec::new(); SHARDS]);
+                for (key, n) in tally.short() {
+                    let (bytes, len) = unpack_short(key);
+                    short[shard_of(&bytes[..len])].push((key, n));
                 }
-                parts
+                for (chunk, n) in tally.long() {
+                    long[shard_of(chunk.as_bytes())].push((chunk.as_bytes(), n));
+                }
+                (short, long)
             })
             .collect();
         let added: usize = self
             .shards
             .par_iter_mut()
             .enumerate()
-            .map(|(s, shard)| split.iter().flat_map(|parts| &parts[s]).map(|&(k, n)| add_to(shard, k, n)).sum::<usize>())
+            .map(|(s, shard)| {
+                let mut added = 0;
+                for (short, long) in &split {
+                    for &(key, n) in &short[s] {
+                        let (bytes, len) = unpack_short(key);
+                        added += add_to(shard, &bytes[..len], n);
+                    }
+                    for &(chunk, n) in &long[s] {
+                        added += add_to(shard, chunk, n);
+                    }
+                }
+                added
+            })
             .sum();
         self.table_bytes += added;
         self.spill_if_over_budget()
