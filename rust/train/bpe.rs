@@ -38,7 +38,9 @@ pub const TABLE_BYTES: usize = 1 << 20;
 /// lookup and memcmp were 38% of the time). Longer chunks are keyed by slices of the text.
 #[derive(Default)]
 pub struct ChunkTally<'t> {
-    short: FxHashMap<u128, u64>,
+    // The packed key as two halves: entries of 24 bytes, not 32 (u128 is 16-byte aligned), so
+    // more of the table stays in the CPU cache (its lookups wait on cache misses).
+    short: FxHashMap<(u64, u64), u64>,
     long: FxHashMap<&'t str, u64>,
 }
 
@@ -48,7 +50,7 @@ impl<'t> ChunkTally<'t> {
     fn add(&mut self, text: &'t str, chunk: &'t str) {
         let at = chunk.as_ptr() as usize - text.as_ptr() as usize;
         match crate::models::bpe::pack_short_within(text.as_bytes(), at, chunk.len()) {
-            Some(key) => *self.short.entry(key).or_insert(0) += 1,
+            Some(key) => *self.short.entry((key as u64, (key >> 64) as u64)).or_insert(0) += 1,
             None => *self.long.entry(chunk).or_insert(0) += 1,
         }
     }
@@ -63,7 +65,7 @@ impl<'t> ChunkTally<'t> {
 
     /// The short chunks' packed keys (see [`unpack_short`]) and counts.
     pub fn short(&self) -> impl Iterator<Item = (u128, u64)> + '_ {
-        self.short.iter().map(|(&k, &n)| (k, n))
+        self.short.iter().map(|(&(lo, hi), &n)| (lo as u128 | (hi as u128) << 64, n))
     }
 
     /// The longer chunks and their counts.

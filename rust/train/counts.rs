@@ -6,9 +6,12 @@
 //! (u64 LE), in ascending byte order of chunks.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::models::bpe::pack_short;
 use crate::train::bpe::{unpack_short, Chunk, ChunkCounts, ChunkTally};
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
 use std::collections::BinaryHeap;
 use std::fs::File;
@@ -27,7 +30,7 @@ fn io_err(what: &str, e: std::io::Error) -> Error {
 /// added on several threads at once (each shard by one thread). Which shard a chunk goes to does
 /// not depend on the thread count, and every reader sorts, so nothing else depends on it either.
 pub struct SpillingCounts {
-    shards: Vec<ChunkCounts>,
+    shards: Vec<Shard>,
     table_bytes: usize,
     budget: Option<usize>,
     spill_dir: PathBuf,
@@ -36,30 +39,81 @@ pub struct SpillingCounts {
 
 const SHARDS: usize = 64;
 
-/// The shard of a chunk. The tables themselves hash with FxHash and use its low and top bits,
+/// One shard of the table. Chunks of up to 15 bytes (nearly all) are keyed by their bytes and
+/// length packed into one integer, as in a `ChunkTally`: adding a tally's entry then hashes and
+/// compares two words, not a slice (with a memcmp call); longer chunks are keyed by their bytes.
+#[derive(Default)]
+struct Shard {
+    short: FxHashMap<(u64, u64), u64>,
+    long: ChunkCounts,
+}
+
+impl Shard {
+    fn len(&self) -> usize {
+        self.short.len() + self.long.len()
+    }
+
+    /// Adds `n` to the chunk packed as `key`; returns the bytes a new entry costs (0 if it was there).
+    fn add_short(&mut self, key: u128, n: u64) -> usize {
+        match self.short.entry(halves(key)) {
+            Entry::Occupied(mut e) => {
+                *e.get_mut() += n;
+                0
+            }
+            Entry::Vacant(e) => {
+                e.insert(n);
+                unpack_short(key).1 + ENTRY_OVERHEAD
+            }
+        }
+    }
+
+    /// Adds `n` to a chunk of 16 bytes or more; returns the bytes a new entry costs.
+    fn add_long(&mut self, chunk: &[u8], n: u64) -> usize {
+        match self.long.get_mut(chunk) {
+            Some(c) => {
+                *c += n;
+                0
+            }
+            None => {
+                self.long.insert(Chunk::from_slice(chunk), n);
+                chunk.len() + ENTRY_OVERHEAD
+            }
+        }
+    }
+
+    /// Every (chunk, count), in no particular order.
+    fn into_entries(self) -> impl Iterator<Item = (Chunk, u64)> {
+        let short = self.short.into_iter().map(|((lo, hi), n)| {
+            let (bytes, len) = unpack_short(lo as u128 | (hi as u128) << 64);
+            (Chunk::from_slice(&bytes[..len]), n)
+        });
+        short.chain(self.long)
+    }
+}
+
+fn halves(key: u128) -> (u64, u64) {
+    (key as u64, (key >> 64) as u64)
+}
+
+/// The shard of a hash. The tables themselves hash with FxHash and use its low and top bits,
 /// so the shard is taken from a remix of the hash, not from its bits directly: otherwise every
 /// chunk of a shard would share the bits its table relies on.
-fn shard_of(chunk: &[u8]) -> usize {
-    let h = rustc_hash::FxBuildHasher.hash_one(chunk);
+fn shard_of_hash(h: u64) -> usize {
     ((h ^ (h >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
 }
 
-fn empty_shards() -> Vec<ChunkCounts> {
-    (0..SHARDS).map(|_| ChunkCounts::default()).collect()
+/// The shard of a chunk of up to 15 bytes, packed as `key`.
+fn shard_of_short(key: u128) -> usize {
+    shard_of_hash(rustc_hash::FxBuildHasher.hash_one(halves(key)))
 }
 
-/// Adds `n` to `chunk` in `table`; returns the bytes a new entry costs (0 if it was there).
-fn add_to(table: &mut ChunkCounts, chunk: &[u8], n: u64) -> usize {
-    match table.get_mut(chunk) {
-        Some(c) => {
-            *c += n;
-            0
-        }
-        None => {
-            table.insert(Chunk::from_slice(chunk), n);
-            chunk.len() + ENTRY_OVERHEAD
-        }
-    }
+/// The shard of a chunk of 16 bytes or more.
+fn shard_of_long(chunk: &[u8]) -> usize {
+    shard_of_hash(rustc_hash::FxBuildHasher.hash_one(chunk))
+}
+
+fn empty_shards() -> Vec<Shard> {
+    (0..SHARDS).map(|_| Shard::default()).collect()
 }
 
 impl SpillingCounts {
@@ -69,7 +123,10 @@ impl SpillingCounts {
     }
 
     pub fn add(&mut self, chunk: &[u8], n: u64) {
-        self.table_bytes += add_to(&mut self.shards[shard_of(chunk)], chunk, n);
+        self.table_bytes += match pack_short(chunk) {
+            Some(key) => self.shards[shard_of_short(key)].add_short(key, n),
+            None => self.shards[shard_of_long(chunk)].add_long(chunk, n),
+        };
     }
 
     /// Adds tallies of counts (one per thread and `TABLE_BYTES` of text counted, see
@@ -82,11 +139,10 @@ impl SpillingCounts {
             .map(|tally| {
                 let (mut short, mut long): Parts = (vec![Vec::new(); SHARDS], vec![Vec::new(); SHARDS]);
                 for (key, n) in tally.short() {
-                    let (bytes, len) = unpack_short(key);
-                    short[shard_of(&bytes[..len])].push((key, n));
+                    short[shard_of_short(key)].push((key, n));
                 }
                 for (chunk, n) in tally.long() {
-                    long[shard_of(chunk.as_bytes())].push((chunk.as_bytes(), n));
+                    long[shard_of_long(chunk.as_bytes())].push((chunk.as_bytes(), n));
                 }
                 (short, long)
             })
@@ -99,11 +155,10 @@ impl SpillingCounts {
                 let mut added = 0;
                 for (short, long) in &split {
                     for &(key, n) in &short[s] {
-                        let (bytes, len) = unpack_short(key);
-                        added += add_to(shard, &bytes[..len], n);
+                        added += shard.add_short(key, n);
                     }
                     for &(chunk, n) in &long[s] {
-                        added += add_to(shard, chunk, n);
+                        added += shard.add_long(chunk, n);
                     }
                 }
                 added
@@ -137,7 +192,7 @@ impl SpillingCounts {
     fn take_sorted(&mut self) -> Vec<(Chunk, u64)> {
         let mut entries: Vec<(Chunk, u64)> = Vec::with_capacity(self.len_in_memory());
         for shard in &mut self.shards {
-            entries.extend(std::mem::take(shard));
+            entries.extend(std::mem::take(shard).into_entries());
         }
         entries.par_sort_unstable();
         self.table_bytes = 0;
@@ -175,7 +230,7 @@ impl SpillingCounts {
             return Ok(std::mem::replace(&mut self.shards, empty_shards())
                 .into_par_iter()
                 .map(|shard| {
-                    let mut entries: Vec<(Chunk, u64)> = shard.into_iter().collect();
+                    let mut entries: Vec<(Chunk, u64)> = shard.into_entries().collect();
                     entries.sort_unstable();
                     entries
                 })
