@@ -81,6 +81,28 @@ impl Shard {
         }
     }
 
+    /// Every (chunk, count), in ascending order of the chunks' bytes. The short chunks are
+    /// sorted by their packed keys with the bytes reversed, which order as the chunks do (the
+    /// bytes, zero-padded, from the top; then the length), comparing integers instead of
+    /// slices; the long ones are sorted apart and the two lists merged.
+    fn into_sorted(self) -> Vec<(Chunk, u64)> {
+        let mut short: Vec<(u128, u64)> = self.short.into_iter().map(|((lo, hi), n)| ((lo as u128 | (hi as u128) << 64).swap_bytes(), n)).collect();
+        short.sort_unstable_by_key(|&(key, _)| key);
+        let mut long: Vec<(Chunk, u64)> = self.long.into_iter().collect();
+        long.sort_unstable();
+        let mut out = Vec::with_capacity(short.len() + long.len());
+        let mut long = long.into_iter().peekable();
+        for (key, n) in short {
+            let (bytes, len) = unpack_short(key.swap_bytes());
+            while let Some(entry) = long.next_if(|(l, _)| l.as_slice() < &bytes[..len]) {
+                out.push(entry);
+            }
+            out.push((Chunk::from_slice(&bytes[..len]), n));
+        }
+        out.extend(long);
+        out
+    }
+
     /// Every (chunk, count), in no particular order.
     fn into_entries(self) -> impl Iterator<Item = (Chunk, u64)> {
         let short = self.short.into_iter().map(|((lo, hi), n)| {
@@ -229,11 +251,7 @@ impl SpillingCounts {
             self.table_bytes = 0;
             return Ok(std::mem::replace(&mut self.shards, empty_shards())
                 .into_par_iter()
-                .map(|shard| {
-                    let mut entries: Vec<(Chunk, u64)> = shard.into_entries().collect();
-                    entries.sort_unstable();
-                    entries
-                })
+                .map(Shard::into_sorted)
                 .collect());
         }
         let mut all = Vec::new();
@@ -323,6 +341,31 @@ impl Iterator for RunReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_sorts_its_chunks_as_bytes_sort() {
+        // Short chunks (packed keys) and long ones, with zero bytes and prefixes of each other,
+        // so that the packed keys' order must match the bytes' order exactly.
+        let mut shard = Shard::default();
+        let mut expected = Vec::new();
+        let mut rand = crate::lcg(3);
+        for k in 0..3000u64 {
+            let len = rand(20) as usize;
+            let chunk: Vec<u8> = (0..len).map(|_| [0u8, 1, b'a', 0xff][rand(4) as usize]).collect();
+            if expected.iter().any(|(c, _): &(Vec<u8>, u64)| *c == chunk) {
+                continue;
+            }
+            match pack_short(&chunk) {
+                Some(key) => shard.add_short(key, k),
+                None => shard.add_long(&chunk, k),
+            };
+            expected.push((chunk, k));
+        }
+        expected.sort();
+        assert!(expected.iter().any(|(c, _)| c.len() < 16) && expected.iter().any(|(c, _)| c.len() >= 16));
+        let got: Vec<(Vec<u8>, u64)> = shard.into_sorted().into_iter().map(|(c, n)| (c.to_vec(), n)).collect();
+        assert_eq!(got, expected);
+    }
 
     #[test]
     fn spilled_and_in_memory_counts_merge_exactly() {
