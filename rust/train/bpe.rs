@@ -589,6 +589,9 @@ fn merge_long_word(word: &mut [u32], lw: &mut LongWord, w: u32, f: u64, (a, b): 
 /// The pairs of all words counted at least `min_count` times, with their word lists: counted in
 /// runs of consecutive words, one per thread of the current rayon pool, added in word order.
 fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
+    if words.symbols.iter().all(|&s| s < 256) {
+        return count_byte_pairs(words, min_count);
+    }
     let n = words.len();
     let run = n.div_ceil(rayon::current_num_threads()).max(1);
     let parts: Vec<Vec<PairShard>> =
@@ -616,6 +619,54 @@ fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             pairs
         })
         .collect()
+}
+
+/// `count_all_pairs` of words that are all bytes (symbols under 256, no barrier: training
+/// starting at byte level): the pairs are counted in a dense array of the 65,536 byte pairs, with
+/// no hashing or probing, then the ones kept go into the table. Each thread counts a range of
+/// words; the ranges' counts and lists (in word order) are then added pair by pair, the pairs
+/// split over the threads.
+fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
+    let n = words.len();
+    let run = n.div_ceil(rayon::current_num_threads()).max(1);
+    let mut parts: Vec<Vec<PairInfo>> = (0..n.div_ceil(run))
+        .into_par_iter()
+        .map(|k| {
+            let mut dense: Vec<PairInfo> = (0..1 << 16).map(|_| PairInfo::default()).collect();
+            for w in k * run..((k + 1) * run).min(n) {
+                let freq = words.info[w].freq;
+                for p in words.get(w).windows(2) {
+                    let info = &mut dense[(p[0] << 8 | p[1]) as usize];
+                    info.count += freq;
+                    if info.words.last() != Some(&(w as u32)) {
+                        info.words.push(w as u32);
+                    }
+                }
+            }
+            dense
+        })
+        .collect();
+    let mut total = parts.remove(0);
+    if !parts.is_empty() {
+        let per_task = total.len().div_ceil(rayon::current_num_threads());
+        total.par_chunks_mut(per_task).enumerate().for_each(|(k, chunk)| {
+            for (i, info) in chunk.iter_mut().enumerate() {
+                for part in &parts {
+                    let other = &part[k * per_task + i];
+                    info.count += other.count;
+                    info.words.extend_from_slice(&other.words);
+                }
+            }
+        });
+    }
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    for (i, info) in total.into_iter().enumerate() {
+        if info.count >= min_count && info.count > 0 {
+            let pair = ((i >> 8) as u32, (i & 255) as u32);
+            pairs[shard_of(pair)].insert(pair, info);
+        }
+    }
+    pairs
 }
 
 /// The pairs of words `range`: counts and ascending word lists, in shards (see `shard_of`).
