@@ -592,6 +592,12 @@ fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
     if words.symbols.iter().all(|&s| s < 256) {
         return count_byte_pairs(words, min_count);
     }
+    count_hashed_pairs(words, min_count)
+}
+
+/// `count_all_pairs` of any words: each thread counts a range of words into hash maps, then
+/// the maps are added shard by shard.
+fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
     let n = words.len();
     let run = n.div_ceil(rayon::current_num_threads()).max(1);
     let parts: Vec<Vec<PairShard>> =
@@ -1533,6 +1539,29 @@ mod tests {
         let sorted = learn_on(1, 1, words.clone());
         words.reverse();
         assert_eq!(learn_on(2, 1, words), sorted);
+    }
+
+    #[test]
+    fn byte_pairs_count_as_hashed_pairs() {
+        // The dense count of byte pairs against the hash maps', on 1 and 3 threads, with
+        // min_count 1 and 3: the same pairs, counts and word lists.
+        let mut rand = crate::lcg(5);
+        let words: Vec<(Vec<u32>, u64)> = (0..3000).map(|_| ((0..1 + rand(12)).map(|_| [0, 7, 97, 98, 255][rand(5) as usize]).collect(), 1 + rand(4))).collect();
+        let words = Words::new(words);
+        let table = |shards: Vec<PairShard>| -> Vec<(Pair, u64, Vec<u32>)> {
+            let mut all: Vec<(Pair, u64, Vec<u32>)> = shards.into_iter().flatten().map(|(p, i)| (p, i.count, i.words)).collect();
+            all.sort();
+            all
+        };
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            for min_count in [1, 3] {
+                let dense = table(pool.install(|| count_byte_pairs(&words, min_count)));
+                let hashed = table(pool.install(|| count_hashed_pairs(&words, min_count)));
+                assert!(dense.len() > 10 && dense.iter().any(|(_, _, w)| w.len() > 100));
+                assert_eq!(dense, hashed, "{threads} threads, min_count {min_count}");
+            }
+        }
     }
 
     #[test]
