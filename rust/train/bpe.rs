@@ -652,6 +652,10 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             dense
         })
         .collect();
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    if parts.is_empty() {
+        return pairs; // no words
+    }
     let mut total = parts.remove(0);
     if !parts.is_empty() {
         let per_task = total.len().div_ceil(rayon::current_num_threads());
@@ -665,7 +669,6 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             }
         });
     }
-    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
     for (i, info) in total.into_iter().enumerate() {
         if info.count >= min_count && info.count > 0 {
             let pair = ((i >> 8) as u32, (i & 255) as u32);
@@ -1562,6 +1565,8 @@ mod tests {
                 assert_eq!(dense, hashed, "{threads} threads, min_count {min_count}");
             }
         }
+        let none = Words::new(vec![]);
+        assert!(table(count_byte_pairs(&none, 1)).is_empty() && table(count_hashed_pairs(&none, 1)).is_empty());
     }
 
     #[test]

@@ -18,8 +18,10 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 
-/// Bytes an entry of the table costs beyond its chunk: the Vec header, the count, the hash
-/// table slot and allocator overhead (an estimate, on the safe side).
+/// Bytes an entry of the table is taken to cost beyond its chunk's bytes: the key (packed, or a
+/// `Chunk` with its heap block for a long chunk), the count, the hash table's slot and spare
+/// room (an estimate on the safe side: a short chunk's entry is 24 bytes in a table at most
+/// 7/8 full).
 const ENTRY_OVERHEAD: usize = 72;
 
 fn io_err(what: &str, e: std::io::Error) -> Error {
