@@ -370,16 +370,16 @@ def _assemble(merges, regex, pattern_name, specials, position, settings, trainer
     first_special = 0 if position == "first" else 256 + len(merges)
     special_ids = {s: first_special + k for k, s in enumerate(specials)}
     metadata = {"trainer": "toksmith bpe", **settings, "special_tokens_position": position}
+    id_merges = [(a + offset, b + offset) for a, b in merges] if offset else merges
     if trainer is not None:
         model = trainer.byte_level_model(regex, list(special_ids.items()), offset)
-        return Tokenizer._from_merges_model(
-            model, merges=[(a + offset, b + offset) for a, b in merges] if offset else merges, pattern=regex,
-            pattern_name=pattern_name, special_tokens=special_ids, metadata=metadata)
+        return Tokenizer._from_merges_model(model, merges=id_merges, pattern=regex, pattern_name=pattern_name,
+                                            special_tokens=special_ids, metadata=metadata)
     token_bytes = _internal_token_bytes(merges)
     tokens = dict(enumerate(token_bytes, offset))
     return Tokenizer(
         tokens=tokens,
-        merges=[(a + offset, b + offset) for a, b in merges] if offset else merges,
+        merges=id_merges,
         pattern=regex,
         pattern_name=pattern_name,
         special_tokens=special_ids,

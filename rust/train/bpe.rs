@@ -50,7 +50,7 @@ impl<'t> ChunkTally<'t> {
     fn add(&mut self, text: &'t str, chunk: &'t str) {
         let at = chunk.as_ptr() as usize - text.as_ptr() as usize;
         match crate::models::bpe::pack_short_within(text.as_bytes(), at, chunk.len()) {
-            Some(key) => *self.short.entry((key as u64, (key >> 64) as u64)).or_insert(0) += 1,
+            Some(key) => *self.short.entry(key_halves(key)).or_insert(0) += 1,
             None => *self.long.entry(chunk).or_insert(0) += 1,
         }
     }
@@ -59,13 +59,9 @@ impl<'t> ChunkTally<'t> {
         self.short.is_empty() && self.long.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.short.len() + self.long.len()
-    }
-
     /// The short chunks' packed keys (see [`unpack_short`]) and counts.
     pub fn short(&self) -> impl Iterator<Item = (u128, u64)> + '_ {
-        self.short.iter().map(|(&(lo, hi), &n)| (lo as u128 | (hi as u128) << 64, n))
+        self.short.iter().map(|(&halves, &n)| (key_of_halves(halves), n))
     }
 
     /// The longer chunks and their counts.
@@ -83,6 +79,25 @@ impl<'t> ChunkTally<'t> {
             f(chunk.as_bytes(), n);
         }
     }
+}
+
+/// A packed key as two `u64` halves (table entries of 24 bytes; a `u128` key is 16-byte
+/// aligned and makes them 32).
+#[inline]
+pub fn key_halves(key: u128) -> (u64, u64) {
+    (key as u64, (key >> 64) as u64)
+}
+
+/// The packed key of its two halves (see [`key_halves`]).
+#[inline]
+pub fn key_of_halves((lo, hi): (u64, u64)) -> u128 {
+    lo as u128 | (hi as u128) << 64
+}
+
+/// The chunk packed as `key` by `pack_short`.
+pub fn packed_chunk(key: u128) -> Chunk {
+    let (bytes, len) = unpack_short(key);
+    Chunk::from_slice(&bytes[..len])
 }
 
 /// The bytes (the first `len` of the array) and length of a chunk packed by `pack_short`.
@@ -598,10 +613,7 @@ fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
 /// `count_all_pairs` of any words: each thread counts a range of words into hash maps, then
 /// the maps are added shard by shard.
 fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
-    let n = words.len();
-    let run = n.div_ceil(rayon::current_num_threads()).max(1);
-    let parts: Vec<Vec<PairShard>> =
-        (0..n.div_ceil(run)).into_par_iter().map(|k| count_pairs(words, k * run..((k + 1) * run).min(n))).collect();
+    let parts: Vec<Vec<PairShard>> = runs_per_thread(words.len()).into_par_iter().map(|run| count_pairs(words, run)).collect();
     // The parts are added shard by shard, each shard on its own thread.
     let mut by_shard: Vec<Vec<PairShard>> = (0..PAIR_SHARDS).map(|_| Vec::with_capacity(parts.len())).collect();
     for part in parts {
@@ -633,13 +645,11 @@ fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
 /// words; the ranges' counts and lists (in word order) are then added pair by pair, the pairs
 /// split over the threads.
 fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
-    let n = words.len();
-    let run = n.div_ceil(rayon::current_num_threads()).max(1);
-    let mut parts: Vec<Vec<PairInfo>> = (0..n.div_ceil(run))
+    let mut parts: Vec<Vec<PairInfo>> = runs_per_thread(words.len())
         .into_par_iter()
-        .map(|k| {
+        .map(|run| {
             let mut dense: Vec<PairInfo> = (0..1 << 16).map(|_| PairInfo::default()).collect();
-            for w in k * run..((k + 1) * run).min(n) {
+            for w in run {
                 let freq = words.info[w].freq;
                 for p in words.get(w).windows(2) {
                     let info = &mut dense[(p[0] << 8 | p[1]) as usize];
@@ -676,6 +686,12 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
         }
     }
     pairs
+}
+
+/// Words `0..n` in runs of consecutive words, one per thread of the current rayon pool.
+fn runs_per_thread(n: usize) -> Vec<std::ops::Range<usize>> {
+    let run = n.div_ceil(rayon::current_num_threads()).max(1);
+    (0..n).step_by(run).map(|start| start..(start + run).min(n)).collect()
 }
 
 /// The pairs of words `range`: counts and ascending word lists, in shards (see `shard_of`).

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::models::bpe::pack_short;
-use crate::train::bpe::{unpack_short, Chunk, ChunkCounts, ChunkTally};
+use crate::train::bpe::{key_halves, key_of_halves, packed_chunk, unpack_short, Chunk, ChunkCounts, ChunkTally};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -57,7 +57,7 @@ impl Shard {
 
     /// Adds `n` to the chunk packed as `key`; returns the bytes a new entry costs (0 if it was there).
     fn add_short(&mut self, key: u128, n: u64) -> usize {
-        match self.short.entry(halves(key)) {
+        match self.short.entry(key_halves(key)) {
             Entry::Occupied(mut e) => {
                 *e.get_mut() += n;
                 0
@@ -88,18 +88,18 @@ impl Shard {
     /// bytes, zero-padded, from the top; then the length), comparing integers instead of
     /// slices; the long ones are sorted apart and the two lists merged.
     fn into_sorted(self) -> Vec<(Chunk, u64)> {
-        let mut short: Vec<(u128, u64)> = self.short.into_iter().map(|((lo, hi), n)| ((lo as u128 | (hi as u128) << 64).swap_bytes(), n)).collect();
+        let mut short: Vec<(u128, u64)> = self.short.into_iter().map(|(halves, n)| (key_of_halves(halves).swap_bytes(), n)).collect();
         short.sort_unstable_by_key(|&(key, _)| key);
         let mut long: Vec<(Chunk, u64)> = self.long.into_iter().collect();
         long.sort_unstable();
         let mut out = Vec::with_capacity(short.len() + long.len());
         let mut long = long.into_iter().peekable();
         for (key, n) in short {
-            let (bytes, len) = unpack_short(key.swap_bytes());
-            while let Some(entry) = long.next_if(|(l, _)| l.as_slice() < &bytes[..len]) {
+            let chunk = packed_chunk(key.swap_bytes());
+            while let Some(entry) = long.next_if(|(l, _)| *l < chunk) {
                 out.push(entry);
             }
-            out.push((Chunk::from_slice(&bytes[..len]), n));
+            out.push((chunk, n));
         }
         out.extend(long);
         out
@@ -107,16 +107,8 @@ impl Shard {
 
     /// Every (chunk, count), in no particular order.
     fn into_entries(self) -> impl Iterator<Item = (Chunk, u64)> {
-        let short = self.short.into_iter().map(|((lo, hi), n)| {
-            let (bytes, len) = unpack_short(lo as u128 | (hi as u128) << 64);
-            (Chunk::from_slice(&bytes[..len]), n)
-        });
-        short.chain(self.long)
+        self.short.into_iter().map(|(halves, n)| (packed_chunk(key_of_halves(halves)), n)).chain(self.long)
     }
-}
-
-fn halves(key: u128) -> (u64, u64) {
-    (key as u64, (key >> 64) as u64)
 }
 
 /// The shard of a hash. The tables themselves hash with FxHash and use its low and top bits,
@@ -128,7 +120,7 @@ fn shard_of_hash(h: u64) -> usize {
 
 /// The shard of a chunk of up to 15 bytes, packed as `key`.
 fn shard_of_short(key: u128) -> usize {
-    shard_of_hash(rustc_hash::FxBuildHasher.hash_one(halves(key)))
+    shard_of_hash(rustc_hash::FxBuildHasher.hash_one(key_halves(key)))
 }
 
 /// The shard of a chunk of 16 bytes or more.
