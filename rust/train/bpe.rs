@@ -248,10 +248,12 @@ impl Words {
         // groups before it: no serial copy of the whole corpus afterwards.
         let sizes: Vec<usize> = groups.iter().map(|g| g.iter().map(|(c, _)| c.len()).sum()).collect();
         let (n_words, n_symbols) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
-        // Zeroed allocations come from the OS untouched; the pages are filled in parallel below.
-        let mut words = Words { symbols: vec![0; n_symbols], info: vec![WordInfo::default(); n_words] };
+        // A zeroed allocation comes from the OS untouched, and the records are left uninitialised
+        // until their group writes them: the pages are first written in parallel below.
+        let mut symbols_buffer = vec![0; n_symbols];
+        let mut info_buffer: Vec<WordInfo> = Vec::with_capacity(n_words);
         let mut slices = Vec::with_capacity(groups.len());
-        let (mut symbols, mut info) = (&mut words.symbols[..], &mut words.info[..]);
+        let (mut symbols, mut info) = (&mut symbols_buffer[..], &mut info_buffer.spare_capacity_mut()[..n_words]);
         let mut base = 0;
         for (g, &size) in groups.iter().zip(&sizes) {
             let (s, rest) = std::mem::take(&mut symbols).split_at_mut(size);
@@ -264,14 +266,17 @@ impl Words {
         groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, info, base))| {
             let mut at = 0;
             for (k, (chunk, n)) in chunks.into_iter().enumerate() {
-                info[k] = WordInfo { start: base + at, freq: n, len: chunk.len() as u32 };
+                info[k].write(WordInfo { start: base + at, freq: n, len: chunk.len() as u32 });
                 for (s, &b) in symbols[at..at + chunk.len()].iter_mut().zip(&chunk) {
                     *s = b as u32;
                 }
                 at += chunk.len();
             }
         });
-        words
+        // SAFETY: the groups' slices tile the first `n_words` records, and each group wrote
+        // every record of its slice (one per chunk) above.
+        unsafe { info_buffer.set_len(n_words) };
+        Words { symbols: symbols_buffer, info: info_buffer }
     }
 
     fn build<T>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Self {
@@ -604,7 +609,7 @@ fn merge_long_word(word: &mut [u32], lw: &mut LongWord, w: u32, f: u64, (a, b): 
 /// The pairs of all words counted at least `min_count` times, with their word lists: counted in
 /// runs of consecutive words, one per thread of the current rayon pool, added in word order.
 fn count_all_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
-    if words.symbols.iter().all(|&s| s < 256) {
+    if words.symbols.par_iter().all(|&s| s < 256) {
         return count_byte_pairs(words, min_count);
     }
     count_hashed_pairs(words, min_count)
@@ -640,46 +645,101 @@ fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
 }
 
 /// `count_all_pairs` of words that are all bytes (symbols under 256, no barrier: training
-/// starting at byte level): the pairs are counted in a dense array of the 65,536 byte pairs, with
-/// no hashing or probing, then the ones kept go into the table. Each thread counts a range of
-/// words; the ranges' counts and lists (in word order) are then added pair by pair, the pairs
-/// split over the threads.
+/// starting at byte level): the pairs are counted in dense arrays of the 65,536 byte pairs, with
+/// no hashing or probing, then the ones kept go into the table. Each thread takes a range of
+/// words, twice: first it counts each pair and the words that hold it, then, once every kept
+/// pair's word list is allocated at its final size, it writes its words into its own part of
+/// each list (after the parts of the ranges before it, so the lists come out in word order).
+/// Lists grown word by word per range and then joined cost more: at two threads, joining them
+/// took a third of this function's time (one thread: see `count_byte_pairs_at_once`).
 fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
-    let mut parts: Vec<Vec<PairInfo>> = runs_per_thread(words.len())
-        .into_par_iter()
+    const PAIRS: usize = 1 << 16;
+    let index = |p: &[u32]| (p[0] << 8 | p[1]) as usize;
+    let runs = runs_per_thread(words.len());
+    if runs.len() == 1 {
+        return count_byte_pairs_at_once(words, min_count);
+    }
+    // Per range and pair: (count, number of words holding it).
+    let tallies: Vec<Vec<(u64, u32)>> = runs
+        .par_iter()
         .map(|run| {
-            let mut dense: Vec<PairInfo> = (0..1 << 16).map(|_| PairInfo::default()).collect();
-            for w in run {
+            let (mut tally, mut last) = (vec![(0u64, 0u32); PAIRS], vec![u32::MAX; PAIRS]);
+            for w in run.clone() {
                 let freq = words.info[w].freq;
                 for p in words.get(w).windows(2) {
-                    let info = &mut dense[(p[0] << 8 | p[1]) as usize];
-                    info.count += freq;
-                    if info.words.last() != Some(&(w as u32)) {
-                        info.words.push(w as u32);
+                    let i = index(p);
+                    tally[i].0 += freq;
+                    if last[i] != w as u32 {
+                        last[i] = w as u32;
+                        tally[i].1 += 1;
                     }
                 }
             }
-            dense
+            tally
         })
         .collect();
-    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
-    if parts.is_empty() {
-        return pairs; // no words
+    // The kept pairs' totals, their lists (room only), and where each range's part starts.
+    let mut totals = vec![(0u64, 0usize); PAIRS];
+    let mut starts: Vec<Vec<usize>> = Vec::with_capacity(runs.len());
+    for tally in &tallies {
+        starts.push(totals.iter().map(|&(_, n)| n).collect());
+        for (total, &(count, n)) in totals.iter_mut().zip(tally) {
+            total.0 += count;
+            total.1 += n as usize;
+        }
     }
-    let mut total = parts.remove(0);
-    if !parts.is_empty() {
-        let per_task = total.len().div_ceil(rayon::current_num_threads());
-        total.par_chunks_mut(per_task).enumerate().for_each(|(k, chunk)| {
-            for (i, info) in chunk.iter_mut().enumerate() {
-                for part in &parts {
-                    let other = &part[k * per_task + i];
-                    info.count += other.count;
-                    info.words.extend_from_slice(&other.words);
+    let kept = |count: u64| count >= min_count && count > 0;
+    let mut lists: Vec<Vec<u32>> = totals.iter().map(|&(count, n)| if kept(count) { Vec::with_capacity(n) } else { Vec::new() }).collect();
+    struct Lists(Vec<*mut u32>);
+    // SAFETY: the pointers are only written through, each range within its own part (below).
+    unsafe impl Sync for Lists {}
+    let bases = Lists(lists.iter_mut().map(|list| list.as_mut_ptr()).collect());
+    runs.par_iter().zip(starts).for_each(|(run, mut next)| {
+        let bases = &bases;
+        let mut last = vec![u32::MAX; PAIRS];
+        for w in run.clone() {
+            for p in words.get(w).windows(2) {
+                let i = index(p);
+                if last[i] != w as u32 && kept(totals[i].0) {
+                    last[i] = w as u32;
+                    // SAFETY: this range holds pair i in exactly `tallies[r][i].1` words, counted
+                    // the same way in the first pass; its part of list i is that many slots from
+                    // `starts[r][i]`, after the parts of the ranges before it and within the
+                    // list's capacity (the sum over all ranges). No other range writes there.
+                    unsafe { bases.0[i].add(next[i]).write(w as u32) };
+                    next[i] += 1;
                 }
             }
-        });
+        }
+    });
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    for (i, (mut list, (count, n))) in lists.into_iter().zip(totals).enumerate() {
+        if kept(count) {
+            // SAFETY: every range wrote all of its part, and the parts tile the `n` slots.
+            unsafe { list.set_len(n) };
+            let pair = ((i >> 8) as u32, (i & 255) as u32);
+            pairs[shard_of(pair)].insert(pair, PairInfo { count, words: list });
+        }
     }
-    for (i, info) in total.into_iter().enumerate() {
+    pairs
+}
+
+/// `count_byte_pairs` on one thread, in one pass: growing the lists word by word costs less
+/// here than a second pass over the words.
+fn count_byte_pairs_at_once(words: &Words, min_count: u64) -> Vec<PairShard> {
+    let mut dense: Vec<PairInfo> = (0..1 << 16).map(|_| PairInfo::default()).collect();
+    for w in 0..words.len() {
+        let freq = words.info[w].freq;
+        for p in words.get(w).windows(2) {
+            let info = &mut dense[(p[0] << 8 | p[1]) as usize];
+            info.count += freq;
+            if info.words.last() != Some(&(w as u32)) {
+                info.words.push(w as u32);
+            }
+        }
+    }
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    for (i, info) in dense.into_iter().enumerate() {
         if info.count >= min_count && info.count > 0 {
             let pair = ((i >> 8) as u32, (i & 255) as u32);
             pairs[shard_of(pair)].insert(pair, info);
@@ -713,17 +773,23 @@ fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
 }
 
 /// A run of words for one thread: its ids (ascending) and the parts of the buffers that hold
-/// them (symbols from `sym_offset`, word records from word `ids[0]`).
+/// them (symbols from `sym_offset`, word records from word `word_offset`).
 struct Run<'a> {
     ids: &'a [u32],
     symbols: &'a mut [u32],
     sym_offset: usize,
     info: &'a mut [WordInfo],
+    word_offset: usize,
 }
 
 /// Splits the given ascending word ids into `parts` runs of about equal numbers of ids, each
 /// with the (disjoint) parts of the word buffers it may change.
 fn split_words<'a>(words: &'a mut Words, ids: &'a [u32], parts: usize) -> Vec<Run<'a>> {
+    if parts == 1 {
+        // All of the buffers: finding the run's bounds would cost two more waits for records
+        // (its first word's and the one after its last), before any of its words is read.
+        return vec![Run { ids, symbols: &mut words.symbols[..], sym_offset: 0, info: &mut words.info[..], word_offset: 0 }];
+    }
     // Each run's ids, its words [first, end) and their symbols, found before the buffers are split.
     let bounds: Vec<(&[u32], usize, usize, usize, usize)> = ids
         .chunks(ids.len().div_ceil(parts).max(1))
@@ -743,7 +809,7 @@ fn split_words<'a>(words: &'a mut Words, ids: &'a [u32], parts: usize) -> Vec<Ru
         let (_, rest_info) = std::mem::take(&mut info).split_at_mut(first - word_offset);
         let (mine_info, rest_info) = rest_info.split_at_mut(end - first);
         info = rest_info;
-        runs.push(Run { ids: chunk, symbols: mine, sym_offset: sym_first, info: mine_info });
+        runs.push(Run { ids: chunk, symbols: mine, sym_offset: sym_first, info: mine_info, word_offset: first });
         sym_offset = sym_end;
         word_offset = end;
     }
@@ -1087,7 +1153,7 @@ impl MergeLearner {
         }
         let (long, long_word) = (&self.long, self.long_word);
         let merge_run = |run: Run, delta: &mut Delta| {
-            let first = run.ids[0];
+            let first = run.word_offset as u32;
             for (i, &w) in run.ids.iter().enumerate() {
                 // The words of a pair lie all over buffers of many megabytes: each would wait
                 // for its record, then its symbols. Asking for the record of the word 8 ahead,
