@@ -654,7 +654,6 @@ fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
 /// took a third of this function's time (one thread: see `count_byte_pairs_at_once`).
 fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
     const PAIRS: usize = 1 << 16;
-    let index = |p: &[u32]| (p[0] << 8 | p[1]) as usize;
     let runs = runs_per_thread(words.len());
     if runs.len() == 1 {
         return count_byte_pairs_at_once(words, min_count);
@@ -667,7 +666,7 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             for w in run.clone() {
                 let freq = words.info[w].freq;
                 for p in words.get(w).windows(2) {
-                    let i = index(p);
+                    let i = byte_pair_index(p);
                     tally[i].0 += freq;
                     if last[i] != w as u32 {
                         last[i] = w as u32;
@@ -688,7 +687,7 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             total.1 += n as usize;
         }
     }
-    let kept = |count: u64| count >= min_count && count > 0;
+    let kept = |count: u64| kept_byte_pair(count, min_count);
     let mut lists: Vec<Vec<u32>> = totals.iter().map(|&(count, n)| if kept(count) { Vec::with_capacity(n) } else { Vec::new() }).collect();
     struct Lists(Vec<*mut u32>);
     // SAFETY: the pointers are only written through, each range within its own part (below).
@@ -699,7 +698,7 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
         let mut last = vec![u32::MAX; PAIRS];
         for w in run.clone() {
             for p in words.get(w).windows(2) {
-                let i = index(p);
+                let i = byte_pair_index(p);
                 if last[i] != w as u32 && kept(totals[i].0) {
                     last[i] = w as u32;
                     // SAFETY: this range holds pair i in exactly `tallies[r][i].1` words, counted
@@ -712,16 +711,14 @@ fn count_byte_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             }
         }
     });
-    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
-    for (i, (mut list, (count, n))) in lists.into_iter().zip(totals).enumerate() {
+    let infos = lists.into_iter().zip(totals).map(|(mut list, (count, n))| {
         if kept(count) {
             // SAFETY: every range wrote all of its part, and the parts tile the `n` slots.
             unsafe { list.set_len(n) };
-            let pair = ((i >> 8) as u32, (i & 255) as u32);
-            pairs[shard_of(pair)].insert(pair, PairInfo { count, words: list });
         }
-    }
-    pairs
+        PairInfo { count, words: list }
+    });
+    byte_pair_table(infos, min_count)
 }
 
 /// `count_byte_pairs` on one thread, in one pass: growing the lists word by word costs less
@@ -731,16 +728,33 @@ fn count_byte_pairs_at_once(words: &Words, min_count: u64) -> Vec<PairShard> {
     for w in 0..words.len() {
         let freq = words.info[w].freq;
         for p in words.get(w).windows(2) {
-            let info = &mut dense[(p[0] << 8 | p[1]) as usize];
+            let info = &mut dense[byte_pair_index(p)];
             info.count += freq;
             if info.words.last() != Some(&(w as u32)) {
                 info.words.push(w as u32);
             }
         }
     }
+    byte_pair_table(dense.into_iter(), min_count)
+}
+
+/// The index of a pair of byte symbols in the dense arrays of `count_byte_pairs`.
+#[inline]
+fn byte_pair_index(p: &[u32]) -> usize {
+    (p[0] << 8 | p[1]) as usize
+}
+
+/// Whether a byte pair counted `count` times goes into the table.
+#[inline]
+fn kept_byte_pair(count: u64, min_count: u64) -> bool {
+    count >= min_count && count > 0
+}
+
+/// The pair table of the byte pairs given densely (the pair of index `i` first) that are kept.
+fn byte_pair_table(infos: impl Iterator<Item = PairInfo>, min_count: u64) -> Vec<PairShard> {
     let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
-    for (i, info) in dense.into_iter().enumerate() {
-        if info.count >= min_count && info.count > 0 {
+    for (i, info) in infos.enumerate() {
+        if kept_byte_pair(info.count, min_count) {
             let pair = ((i >> 8) as u32, (i & 255) as u32);
             pairs[shard_of(pair)].insert(pair, info);
         }
