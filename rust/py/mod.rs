@@ -10,7 +10,7 @@ use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::{LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
-use crate::train::read::{read_block, split_safe};
+use crate::train::read::{read_block_into, split_safe};
 use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -494,6 +494,8 @@ struct PyBpeTrainer {
     /// thread beyond `num_threads`, copying from the page cache; its block, 8 MiB, is outside
     /// `max_memory`, which bounds the counts).
     read_ahead: Option<ReadAhead>,
+    /// The buffer of the last block counted, for the next block to be read into.
+    spare_block: Vec<u8>,
 }
 
 /// A block being read in the background: which one, and the thread reading it.
@@ -507,23 +509,25 @@ struct ReadAhead {
 impl ReadAhead {
     /// Starts reading the block of `path` at `offset` unless the file ends there; None if no
     /// thread can be started (the block is then read when it is asked for).
-    fn start(path: &std::path::Path, offset: u64, size: usize) -> Option<ReadAhead> {
+    fn start(path: &std::path::Path, offset: u64, size: usize, buffer: Vec<u8>) -> Option<ReadAhead> {
         let len = std::fs::metadata(path).ok()?.len();
         if offset >= len {
             return None;
         }
         let p = path.to_path_buf();
-        let reader = std::thread::Builder::new().name("toksmith-read".into()).spawn(move || read_block(&p, offset, size)).ok()?;
+        let reader =
+            std::thread::Builder::new().name("toksmith-read".into()).spawn(move || read_block_into(&p, offset, size, buffer)).ok()?;
         Some(ReadAhead { path: path.to_path_buf(), offset, size, reader })
     }
 
-    /// The block at `offset`: the one read ahead if it is that one, else read now.
-    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize) -> Result<(String, u64), Error> {
+    /// The block at `offset`: the one read ahead if it is that one, else read now (into
+    /// `buffer`).
+    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
         match ahead {
             Some(a) if a.path == path && a.offset == offset && a.size == size => {
                 a.reader.join().unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))))
             }
-            _ => read_block(path, offset, size),
+            _ => read_block_into(path, offset, size, std::mem::take(buffer)),
         }
     }
 }
@@ -554,6 +558,7 @@ impl PyBpeTrainer {
                 learner: None,
                 from_bytes: false,
                 read_ahead: None,
+                spare_block: Vec::new(),
             })
         })
     }
@@ -576,15 +581,16 @@ impl PyBpeTrainer {
     fn add_file_block(&mut self, py: Python<'_>, path: PathBuf, offset: u64, size: usize) -> PyResult<u64> {
         let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
         let counts = &mut self.counts;
-        let read_ahead = &mut self.read_ahead;
+        let (read_ahead, spare) = (&mut self.read_ahead, &mut self.spare_block);
         py.allow_threads(|| {
             guard(|| {
-                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size)?;
+                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, spare)?;
                 // With several threads, the next block is read while this one is counted:
                 // reading is otherwise the one part of counting that no other thread shares.
                 // With one, nothing runs beside the caller: `num_threads=1` means one thread.
+                // Two buffers take turns: the one counted last is read into next.
                 if threads != Some(1) {
-                    *read_ahead = ReadAhead::start(&path, next, size);
+                    *read_ahead = ReadAhead::start(&path, next, size, std::mem::take(spare));
                 }
                 with_threads(threads, || {
                     // Small pieces (about 256 KB), so that threads finishing early find work;
@@ -592,6 +598,7 @@ impl PyBpeTrainer {
                     let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
                     counts.add_tallies(&count_chunks(&pieces, pre, sp)?)
                 })??;
+                *spare = text.into_bytes();
                 Ok(next)
             })
         })
@@ -619,6 +626,7 @@ impl PyBpeTrainer {
     #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix=""))]
     fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> PyResult<Option<Vec<String>>> {
         let (counts, threads) = (&mut self.counts, self.num_threads);
+        self.spare_block = Vec::new(); // no more blocks to read: its 8 MiB go before the words come
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
                 with_threads(threads, || match level {
@@ -667,6 +675,7 @@ impl PyBpeTrainer {
         forbidden: Vec<String>,
     ) -> PyResult<()> {
         let (counts, threads) = (&mut self.counts, self.num_threads);
+        self.spare_block = Vec::new();
         let tokens = token_list(tokens);
         let learner = py.allow_threads(|| {
             guard(|| {

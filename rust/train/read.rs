@@ -66,6 +66,12 @@ fn first_safe_cut(text: &str) -> Option<usize> {
 /// first), cut at the last safe point. Returns the text and the offset where the next block
 /// starts (the file's size once it is all read).
 pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)> {
+    read_block_into(path, offset, size, Vec::new())
+}
+
+/// `read_block` into `bytes` (emptied first), the buffer of an earlier block: reading into
+/// memory already in use costs no page faults, and a fresh 8 MB buffer costs 2,048 of them.
+pub fn read_block_into(path: &Path, offset: u64, size: usize, mut bytes: Vec<u8>) -> Result<(String, u64)> {
     let fail = |e: std::io::Error| Error::new(ErrorKind::Training, format!("cannot read {}: {e}", path.display()));
     let mut file = File::open(path).map_err(fail)?;
     file.seek(SeekFrom::Start(offset)).map_err(fail)?;
@@ -73,7 +79,8 @@ pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)
     // Room for the block up front, but never more than the file has left (`size` is the
     // caller's and could be anything).
     let left = file.metadata().map(|m| m.len().saturating_sub(offset)).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(want.min(usize::try_from(left).unwrap_or(usize::MAX)));
+    bytes.clear();
+    bytes.reserve(want.min(usize::try_from(left).unwrap_or(usize::MAX)));
     loop {
         let got = (&mut file).take((want - bytes.len()) as u64).read_to_end(&mut bytes).map_err(fail)?;
         let at_end = got == 0 || bytes.len() < want;
