@@ -80,13 +80,13 @@ class Tokenizer:
         return self
 
     @classmethod
-    def _from_merges_model(cls, model, *, merges, pattern: str, pattern_name: str | None,
+    def _from_merges_model(cls, model, *, pattern: str, pattern_name: str | None,
                            special_tokens: dict[str, int], metadata: dict) -> "Tokenizer":
-        """Wraps a merges model built in Rust (e.g. by the trainer) with its merges as id pairs;
-        the id -> bytes table is fetched from Rust when first needed."""
+        """Wraps a merges model built in Rust (e.g. by the trainer); its merges (id pairs) and
+        the id -> bytes table are fetched from Rust when first needed."""
         self = cls._from_ranks_model(model, pattern=pattern, pattern_name=pattern_name,
                                      special_tokens=special_tokens, metadata=metadata)
-        self.uses_ranks, self._merges = False, [tuple(m) for m in merges]
+        self.uses_ranks = False
         return self
 
     @property
@@ -139,8 +139,11 @@ class Tokenizer:
         return [(self._tokens[a], self._tokens[b]) for a, b in self._merge_ids()]
 
     def _merge_ids(self) -> list[tuple[int, int]]:
-        if self._merges is None:  # derived once from the ranks
-            self._merges = [tuple(m) for m in self._model.derive_merges()]
+        if self._merges is None:
+            if self.uses_ranks:  # derived once from the ranks
+                self._merges = [tuple(m) for m in self._model.derive_merges()]
+            else:  # a merges model built in Rust (see _from_merges_model)
+                self._merges = self._model.merge_list()
         return self._merges
 
     def __repr__(self) -> str:
@@ -522,7 +525,7 @@ class Tokenizer:
                 "type": "bpe",
                 "level": "byte",
                 "vocab": {names[i]: i for i in sorted(names)},
-                "merges": None if self.uses_ranks else [[names[a], names[b]] for a, b in self._merges],
+                "merges": None if self.uses_ranks else [[names[a], names[b]] for a, b in self._merge_ids()],
             },
             "pre_tokenizer": {"pattern_name": self.pattern_name, "pattern": self.pattern},
             "special_tokens": dict(sorted(self.special_tokens.items(), key=lambda kv: kv[1])),

@@ -177,8 +177,8 @@ def train(
                                   end_of_word_suffix, byte_fallback, settings)
         trainer.start("byte", min_frequency, max_token_length)
         if algorithm == "bpe":
-            merges = learn(trainer, vocab_size - minimum, show_progress)
-            return _assemble(merges, regex, pattern_name, specials, special_tokens_position, settings, trainer)
+            learned = run_merges(trainer, vocab_size - minimum, show_progress)
+            return _assemble_trained(trainer, learned, regex, pattern_name, specials, special_tokens_position, settings)
         # SuperBPE: stage 1 up to the transition, then stage 2 continues from those merges.
         merges = learn(trainer, transition - minimum, show_progress)
         stage2 = trainers[1]
@@ -340,7 +340,14 @@ def read_counts(trainer, source, show_progress=False) -> None:
 
 
 def learn(trainer, num_merges: int, show_progress: bool) -> list[tuple[int, int]]:
-    """Runs the merge phase in steps, updating a progress bar between steps."""
+    """Runs the merge phase (see :func:`run_merges`); returns the merges learned."""
+    run_merges(trainer, num_merges, show_progress)
+    return trainer.merges()[0]
+
+
+def run_merges(trainer, num_merges: int, show_progress: bool) -> int:
+    """Learns up to ``num_merges`` merges in steps, updating a progress bar between steps;
+    returns how many were learned."""
     bar = _progress(show_progress, desc="merging", unit="merge", total=num_merges, smoothing=0.05)
     trainer.set_merge_target(num_merges)
     done = 0
@@ -353,7 +360,7 @@ def learn(trainer, num_merges: int, show_progress: bool) -> list[tuple[int, int]
                 break
     finally:
         bar.close()
-    return trainer.merges()[0]
+    return done
 
 
 def _add(trainer, batch: list[str]) -> None:
@@ -363,18 +370,29 @@ def _add(trainer, batch: list[str]) -> None:
         raise TrainingError(f"a training text contains a lone surrogate at index {e.start}; it is not valid Unicode") from None
 
 
-def _assemble(merges, regex, pattern_name, specials, position, settings, trainer=None) -> Tokenizer:
-    """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the merges).
-    With the ``trainer`` that learned ``merges`` from bytes, its model is built in Rust."""
+def _special_ids(specials, position, num_merges) -> tuple[int, dict[str, int]]:
+    """Lays out ids: specials first (0..k-1, then bytes, then merges) or last (after the
+    merges). Returns the offset of the byte and merge ids, and the special tokens' ids."""
     offset = len(specials) if position == "first" else 0
-    first_special = 0 if position == "first" else 256 + len(merges)
-    special_ids = {s: first_special + k for k, s in enumerate(specials)}
+    first_special = 0 if position == "first" else 256 + num_merges
+    return offset, {s: first_special + k for k, s in enumerate(specials)}
+
+
+def _assemble_trained(trainer, num_merges, regex, pattern_name, specials, position, settings) -> Tokenizer:
+    """The tokenizer of the ``num_merges`` merges a trainer learned from bytes: its model is
+    built in Rust (mostly while it learned them) and the merges stay there until asked for."""
+    offset, special_ids = _special_ids(specials, position, num_merges)
+    metadata = {"trainer": "toksmith bpe", **settings, "special_tokens_position": position}
+    model = trainer.byte_level_model(regex, list(special_ids.items()), offset)
+    return Tokenizer._from_merges_model(model, pattern=regex, pattern_name=pattern_name, special_tokens=special_ids,
+                                        metadata=metadata)
+
+
+def _assemble(merges, regex, pattern_name, specials, position, settings) -> Tokenizer:
+    """The tokenizer of ``merges`` (internal ids: bytes 0-255, merge k is 256 + k)."""
+    offset, special_ids = _special_ids(specials, position, len(merges))
     metadata = {"trainer": "toksmith bpe", **settings, "special_tokens_position": position}
     id_merges = [(a + offset, b + offset) for a, b in merges] if offset else merges
-    if trainer is not None:
-        model = trainer.byte_level_model(regex, list(special_ids.items()), offset)
-        return Tokenizer._from_merges_model(model, merges=id_merges, pattern=regex, pattern_name=pattern_name,
-                                            special_tokens=special_ids, metadata=metadata)
     token_bytes = _internal_token_bytes(merges)
     tokens = dict(enumerate(token_bytes, offset))
     return Tokenizer(

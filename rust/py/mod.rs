@@ -3,7 +3,7 @@
 //! a `toksmith.errors.InternalError`, so it never reaches Python as a panic.
 
 use crate::error::{Error, ErrorKind};
-use crate::models::bpe::{BpeModel, BpeOptions, Level};
+use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
@@ -219,6 +219,11 @@ impl PyBpeModel {
     }
 
     /// The merges as (left id, right id) pairs in rank order (derived for ranks-based models).
+    /// The merges of a merges model (not a ranks one), lowest rank first.
+    fn merge_list(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
+        py.allow_threads(|| guard(|| Ok(self.inner.merges_by_rank())))
+    }
+
     fn derive_merges(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
         py.allow_threads(|| guard(|| Ok(self.inner.derive_merges())))
     }
@@ -632,7 +637,8 @@ impl PyBpeTrainer {
                 with_threads(threads, || match level {
                     "byte" => {
                         let words = Words::from_chunk_groups(counts.into_groups()?);
-                        Ok((MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?, None))
+                        let learner = MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?;
+                        Ok((learner.with_model_builder(), None))
                     }
                     "char" => {
                         let mut table = ChunkCounts::default();
@@ -739,8 +745,8 @@ impl PyBpeTrainer {
     /// 0-255 and merge k makes id 256 + k, every id shifted by `offset` (special tokens laid
     /// out first). The same model as `BpeModel(tokens, merges, ...)` from those lists, without
     /// handing 32,000 tokens to Python and back at the end of training.
-    fn byte_level_model(&self, py: Python<'_>, pattern: &str, specials: Vec<(String, u32)>, offset: u32) -> PyResult<PyBpeModel> {
-        let learner = match &self.learner {
+    fn byte_level_model(&mut self, py: Python<'_>, pattern: &str, specials: Vec<(String, u32)>, offset: u32) -> PyResult<PyBpeModel> {
+        let learner = match &mut self.learner {
             Some(learner) if self.from_bytes => learner,
             _ => return Err(TrainingError::new_err("byte_level_model() needs a trainer started with start(\"byte\")")),
         };
@@ -750,14 +756,16 @@ impl PyBpeTrainer {
                 if offset as usize + n > u32::MAX as usize {
                     return Err(Error::new(ErrorKind::Training, format!("{offset} special tokens before {n} tokens are too many ids")));
                 }
-                let merges: Vec<(u32, u32)> = learner.merges().iter().map(|&(a, b)| (a + offset, b + offset)).collect();
-                let mut bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-                for &(a, b) in learner.merges() {
-                    let joined = [bytes[a as usize].as_slice(), bytes[b as usize].as_slice()].concat();
-                    bytes.push(joined);
-                }
-                let tokens = bytes.into_iter().enumerate().map(|(id, b)| (id as u32 + offset, b)).collect();
-                BpeModel::new(tokens, &merges, Some(pattern), specials, BpeOptions::default())
+                // Mostly built during training already (see `MergesModelBuilder`).
+                let model = match learner.take_model() {
+                    Some(model) => model,
+                    None => {
+                        let mut model = MergesModelBuilder::new();
+                        model.extend(learner.merges())?;
+                        model
+                    }
+                };
+                model.finish(offset, Some(pattern), specials)
             })
         })
         .map(PyBpeModel::wrap)

@@ -9,6 +9,7 @@
 //! is the same whatever the order of the corpus or the number of threads.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::models::bpe::MergesModelBuilder;
 use crate::pretokenize::Pretokenizer;
 use crate::special::{Piece, SpecialTokens};
 use rayon::prelude::*;
@@ -361,6 +362,9 @@ pub struct MergeLearner {
     /// From how many table changes a merge's changes are split over threads.
     min_parallel_updates: usize,
     finished: bool,
+    /// The byte-level model of the merges so far, if asked for (`with_model_builder`): on
+    /// several threads, a waiting thread adds each step's merges at the start of the next.
+    model: Option<MergesModelBuilder>,
 }
 
 /// The merge queue: a max-heap of (count, pair), ties to the smallest pair, that holds only the
@@ -924,6 +928,7 @@ impl MergeLearner {
             min_words_per_thread: 64,
             min_parallel_updates: MIN_PARALLEL_UPDATES,
             finished: false,
+            model: None,
         };
         learner.prune_long_words();
         Ok(learner)
@@ -975,6 +980,24 @@ impl MergeLearner {
         self
     }
 
+    /// Builds the byte-level model alongside the merges (see `take_model`); for a learner whose
+    /// words start as bytes (ids 0-255, new ids from 256).
+    pub fn with_model_builder(mut self) -> Self {
+        if self.next_id == 256 && self.merges.is_empty() {
+            self.model = Some(MergesModelBuilder::new());
+        }
+        self
+    }
+
+    /// The model builder with every merge learned so far, if one was asked for and nothing
+    /// went wrong in it (the caller then builds the model from the merges as usual).
+    pub fn take_model(&mut self) -> Option<MergesModelBuilder> {
+        let mut model = self.model.take()?;
+        let have = model.num_merges();
+        model.extend(&self.merges[have..]).ok()?;
+        Some(model)
+    }
+
     pub fn merges(&self) -> &[Pair] {
         &self.merges
     }
@@ -1004,9 +1027,22 @@ impl MergeLearner {
             return self.step_here(n);
         }
         let stop = AtomicBool::new(false);
-        rayon::scope(|s| {
+        // The model catches up with the merges of the steps before, on the first waiting thread.
+        let mut model = self.model.take();
+        let learned = &self.merges[model.as_ref().map_or(0, |m| m.num_merges())..];
+        let new_merges = learned.to_vec();
+        let failed_model = AtomicBool::new(false);
+        let mut catch_up = model.as_mut().map(|m| (m, new_merges.as_slice()));
+        let done = rayon::scope(|s| {
             for _ in 1..threads {
-                s.spawn(|_| {
+                let (stop, failed_model) = (&stop, &failed_model);
+                let catch_up = catch_up.take();
+                s.spawn(move |_| {
+                    if let Some((m, new)) = catch_up {
+                        if m.extend(new).is_err() {
+                            failed_model.store(true, Ordering::Relaxed);
+                        }
+                    }
                     while !stop.load(Ordering::Relaxed) {
                         if rayon::yield_now() == Some(rayon::Yield::Idle) {
                             std::thread::yield_now();
@@ -1023,7 +1059,9 @@ impl MergeLearner {
             }
             let _stop = StopOnDrop(&stop);
             self.step_here(n)
-        })
+        });
+        self.model = model.filter(|_| !failed_model.load(Ordering::Relaxed));
+        done
     }
 
     fn step_here(&mut self, n: usize) -> usize {
