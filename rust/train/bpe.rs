@@ -10,6 +10,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::models::bpe::MergesModelBuilder;
+use crate::train::handoff::{run_parts, Handoff};
 use crate::pretokenize::Pretokenizer;
 use crate::special::{Piece, SpecialTokens};
 use rayon::prelude::*;
@@ -1019,12 +1020,13 @@ impl MergeLearner {
     /// Learns up to `n` more merges; returns how many it learned (fewer once training is done).
     /// Large merges are split over the current rayon pool (at most [`MAX_MERGE_THREADS`]).
     ///
-    /// Meanwhile the other threads wait for work in a loop rather than asleep: waking a sleeping
-    /// thread takes tens of microseconds, longer than most merges take.
+    /// Meanwhile the other threads wait for parts of merges in a loop rather than asleep (waking
+    /// a sleeping thread takes tens of microseconds, longer than most merges take), each on its
+    /// own mailbox (see `handoff`): a part handed over that way starts sooner than a rayon job.
     pub fn step(&mut self, n: usize) -> usize {
         let threads = rayon::current_num_threads().min(MAX_MERGE_THREADS);
         if threads == 1 {
-            return self.step_here(n);
+            return self.step_here(n, &[]);
         }
         let stop = AtomicBool::new(false);
         // The model catches up with the merges of the steps before, on the first waiting thread.
@@ -1033,8 +1035,9 @@ impl MergeLearner {
         let new_merges = learned.to_vec();
         let failed_model = AtomicBool::new(false);
         let mut catch_up = model.as_mut().map(|m| (m, new_merges.as_slice()));
+        let mailboxes: Vec<Handoff> = (1..threads).map(|_| Handoff::default()).collect();
         let done = rayon::scope(|s| {
-            for _ in 1..threads {
+            for mailbox in &mailboxes {
                 let (stop, failed_model) = (&stop, &failed_model);
                 let catch_up = catch_up.take();
                 s.spawn(move |_| {
@@ -1043,11 +1046,7 @@ impl MergeLearner {
                             failed_model.store(true, Ordering::Relaxed);
                         }
                     }
-                    while !stop.load(Ordering::Relaxed) {
-                        if rayon::yield_now() == Some(rayon::Yield::Idle) {
-                            std::thread::yield_now();
-                        }
-                    }
+                    mailbox.serve(stop);
                 });
             }
             // Stops the waiting threads even if a merge panics (else the scope would never end).
@@ -1058,18 +1057,19 @@ impl MergeLearner {
                 }
             }
             let _stop = StopOnDrop(&stop);
-            self.step_here(n)
+            self.step_here(n, &mailboxes)
         });
         self.model = model.filter(|_| !failed_model.load(Ordering::Relaxed));
         done
     }
 
-    fn step_here(&mut self, n: usize) -> usize {
+    /// `step` on this thread, handing parts of large merges to the helpers behind `mailboxes`.
+    fn step_here(&mut self, n: usize, mailboxes: &[Handoff]) -> usize {
         let mut done = 0;
         while done < n && !self.finished {
             match self.best_pair() {
                 Some((pair, count)) => {
-                    self.apply(pair, count);
+                    self.apply(pair, count, mailboxes);
                     done += 1;
                     if self.merges.len() % PRUNE_LONG_WORDS == 0 {
                         self.prune_long_words();
@@ -1182,7 +1182,7 @@ impl MergeLearner {
         }
     }
 
-    fn apply(&mut self, pair: Pair, count: u64) {
+    fn apply(&mut self, pair: Pair, count: u64, mailboxes: &[Handoff]) {
         let new_id = self.next_id;
         self.next_id += 1;
         self.merges.push(pair);
@@ -1196,7 +1196,7 @@ impl MergeLearner {
 
         // Every occurrence is merged, so the pair leaves the table.
         let affected = self.pairs[shard_of(pair)].remove(&pair).map(|info| info.words).unwrap_or_default();
-        let parts = rayon::current_num_threads().min(MAX_MERGE_THREADS).min(affected.len() / self.min_words_per_thread).max(1);
+        let parts = (mailboxes.len() + 1).min(affected.len() / self.min_words_per_thread).max(1);
         self.scratch.resize_with(self.scratch.len().max(parts), Delta::default);
         for delta in &mut self.scratch[..parts] {
             for side in [&mut delta.left, &mut delta.right] {
@@ -1234,10 +1234,11 @@ impl MergeLearner {
         if parts == 1 {
             runs.into_iter().for_each(|run| merge_run(run, &mut self.scratch[0]));
         } else {
-            runs.into_par_iter().zip(&mut self.scratch[..parts]).for_each(|(run, delta)| merge_run(run, delta));
+            let parts: Vec<(Run, &mut Delta)> = runs.into_iter().zip(&mut self.scratch[..parts]).collect();
+            run_parts(mailboxes, parts, &|(run, delta)| merge_run(run, delta));
         }
         let mut deltas = std::mem::take(&mut self.scratch);
-        self.absorb(&mut deltas[..parts], pair, new_id);
+        self.absorb(&mut deltas[..parts], pair, new_id, mailboxes);
         self.scratch = deltas;
     }
 
@@ -1247,7 +1248,7 @@ impl MergeLearner {
     /// merge that made it is over, so one below `min_frequency` can never be merged (and most new
     /// pairs are rare: this saves tracking them at all); one below a raised floor is counted
     /// again if it turns out to be needed (`recount`).
-    fn absorb(&mut self, deltas: &mut [Delta], (a, b): Pair, new_id: u32) {
+    fn absorb(&mut self, deltas: &mut [Delta], (a, b): Pair, new_id: u32, mailboxes: &[Handoff]) {
         // The first part's counts become the totals over all parts.
         let (first, rest) = deltas.split_first_mut().expect("a merge has at least one part");
         for d in rest.iter() {
@@ -1320,14 +1321,17 @@ impl MergeLearner {
                 }
             }
         };
-        let threads = rayon::current_num_threads().min(MAX_MERGE_THREADS);
-        if threads > 1 && total >= self.min_parallel_updates {
-            let shards_per_thread = PAIR_SHARDS.div_ceil(threads);
-            self.pairs
-                .par_iter_mut()
-                .zip(self.updates.par_iter_mut().zip(self.pushes.par_iter_mut()))
-                .with_min_len(shards_per_thread)
-                .for_each(update_shard);
+        if !mailboxes.is_empty() && total >= self.min_parallel_updates {
+            // The shards in one group per thread.
+            let shards_per_thread = PAIR_SHARDS.div_ceil(mailboxes.len() + 1);
+            let mut groups: Vec<Vec<_>> = Vec::with_capacity(mailboxes.len() + 1);
+            for (k, shard) in self.pairs.iter_mut().zip(self.updates.iter_mut().zip(self.pushes.iter_mut())).enumerate() {
+                if k % shards_per_thread == 0 {
+                    groups.push(Vec::with_capacity(shards_per_thread));
+                }
+                groups.last_mut().expect("pushed above").push(shard);
+            }
+            run_parts(mailboxes, groups, &|group: Vec<_>| group.into_iter().for_each(update_shard));
         } else {
             self.pairs.iter_mut().zip(self.updates.iter_mut().zip(self.pushes.iter_mut())).for_each(update_shard);
         }
