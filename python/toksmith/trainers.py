@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,7 +24,9 @@ from .tokenizer import Tokenizer
 
 BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters (2 Mi)
 FILE_BLOCK_BYTES = 1 << 23  # plain-text files are counted by Rust in blocks of about this many bytes (8 MiB)
-MERGES_PER_STEP = 256  # merges learned between two progress updates
+MERGES_PER_STEP = 256  # merges of the first step; the next ones are sized to take about STEP_SECONDS
+STEP_SECONDS = 0.05  # between two progress updates: late merges take microseconds, so steps of a
+# fixed size would mostly cost calls into Rust (each wakes the trainer's threads)
 
 
 def parse_memory(value: int | str | None) -> int | None:
@@ -350,14 +353,19 @@ def run_merges(trainer, num_merges: int, show_progress: bool) -> int:
     returns how many were learned."""
     bar = _progress(show_progress, desc="merging", unit="merge", total=num_merges, smoothing=0.05)
     trainer.set_merge_target(num_merges)
-    done = 0
+    done, size = 0, MERGES_PER_STEP
     try:
         while done < num_merges:
-            n = trainer.step(min(MERGES_PER_STEP, num_merges - done))
+            started = time.perf_counter()
+            n = trainer.step(min(size, num_merges - done))
             bar.update(n)
             done += n
             if n == 0:
                 break
+            # The next step's size, from this one's speed (within 16..16384, at most 4x more):
+            # the result does not depend on where steps end.
+            seconds = time.perf_counter() - started
+            size = max(16, min(16384, 4 * size, int(n * STEP_SECONDS / max(seconds, 1e-6))))
     finally:
         bar.close()
     return done
