@@ -24,9 +24,14 @@ from .tokenizer import Tokenizer
 
 BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters (2 Mi)
 FILE_BLOCK_BYTES = 1 << 23  # plain-text files are counted by Rust in blocks of about this many bytes (8 MiB)
-MERGES_PER_STEP = 256  # merges of the first step; the next ones are sized to take about STEP_SECONDS
-STEP_SECONDS = 0.05  # between two progress updates: late merges take microseconds, so steps of a
-# fixed size would mostly cost calls into Rust (each wakes the trainer's threads)
+# Merges are learned in steps, with a progress update between two. The first step learns
+# MERGES_PER_STEP merges; the next ones are sized to take about STEP_SECONDS each (late merges take
+# microseconds: steps of a fixed size would mostly cost calls into Rust, each waking the trainer's
+# threads), up to MAX_MERGES_PER_STEP (on several threads the model is built a step behind the
+# merges, see MergesModelBuilder: the last step's merges are added to it after training).
+MERGES_PER_STEP = 256
+STEP_SECONDS = 0.05
+MAX_MERGES_PER_STEP = 2048
 
 
 def parse_memory(value: int | str | None) -> int | None:
@@ -362,10 +367,10 @@ def run_merges(trainer, num_merges: int, show_progress: bool) -> int:
             done += n
             if n == 0:
                 break
-            # The next step's size, from this one's speed (within 16..16384, at most 4x more):
-            # the result does not depend on where steps end.
+            # The next step's size, from this one's speed (within 16..MAX_MERGES_PER_STEP, at
+            # most 4x more): the result does not depend on where steps end.
             seconds = time.perf_counter() - started
-            size = max(16, min(16384, 4 * size, int(n * STEP_SECONDS / max(seconds, 1e-6))))
+            size = max(16, min(MAX_MERGES_PER_STEP, 4 * size, int(n * STEP_SECONDS / max(seconds, 1e-6))))
     finally:
         bar.close()
     return done
