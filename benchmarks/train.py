@@ -182,6 +182,13 @@ def paired(rounds: dict, slow: tuple[str, int], fast: tuple[str, int]) -> str:
     return f"{statistics.median(ratios):.2f}x" if ratios else "-"
 
 
+def round_trip_ns() -> float:
+    """Nanoseconds for a flag to go to another thread and back, as toksmith measures it."""
+    from toksmith import _core
+
+    return _core.thread_round_trip_ns()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--algorithm", choices=["bpe", *SUBWORD_BENCHES], default="bpe")
@@ -222,7 +229,10 @@ def main() -> None:
         # counts run back to back, so that the ratio within a round compares runs seconds apart.
         best: dict[tuple[str, int], dict] = {}
         rounds: dict[tuple[str, int], list[float | None]] = {}  # seconds of each round (None: failed)
+        trips: list[float] = []  # the machine's core-to-core round trips, one before each round
         for attempt in range(args.repeat):
+            trips.append(round_trip_ns())
+            print(f"round {attempt + 1}: core-to-core round trip {trips[-1]:.0f} ns", flush=True)
             for name in args.only:
                 for threads in args.threads:
                     r = run_worker(name, train, held, args.vocab, threads)
@@ -256,6 +266,8 @@ def main() -> None:
         if 1 in single and 2 in single:
             print(f"\ntoksmith 2 threads vs 1: {single[1]['seconds'] / single[2]['seconds']:.2f}x (fastest runs)"
                   + (f", {paired(rounds, ('toksmith', 1), ('toksmith', 2))} (median of the {args.repeat} rounds' ratios)" if args.repeat > 1 else ""))
+        print(f"core-to-core round trip: {min(trips):.0f}-{max(trips):.0f} ns over the rounds (two threads gain "
+              f"less when it is high: on a virtual machine it depends on where the host runs the two cores)")
         if args.repeat > 1:
             for name in args.only:
                 for threads in args.threads:

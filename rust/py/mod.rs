@@ -809,6 +809,14 @@ fn clear_chunk_caches() {
     crate::models::bpe::clear_chunk_caches();
 }
 
+/// Nanoseconds for a flag to go to another thread and back (see `train::handoff::round_trip_ns`):
+/// benchmarks print it, as two threads' speed-up depends on it.
+#[pyfunction]
+#[pyo3(signature = (rounds=20000))]
+fn thread_round_trip_ns(py: Python<'_>, rounds: u32) -> f64 {
+    py.allow_threads(|| crate::train::handoff::round_trip_ns(rounds))
+}
+
 /// Finds literal strings in text: leftmost, then longest (see `special::LiteralMatcher`).
 #[pyclass(name = "LiteralMatcher", module = "toksmith._core", frozen)]
 struct PyLiteralMatcher {
@@ -839,5 +847,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
     m.add_function(wrap_pyfunction!(clear_chunk_caches, m)?)?;
+    m.add_function(wrap_pyfunction!(thread_round_trip_ns, m)?)?;
     Ok(())
 }
