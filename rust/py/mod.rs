@@ -636,7 +636,7 @@ impl PyBpeTrainer {
             guard(|| {
                 with_threads(threads, || match level {
                     "byte" => {
-                        let words = Words::from_chunk_groups(counts.into_groups()?);
+                        let words = Words::from_chunk_groups(counts.into_groups()?)?;
                         let learner = MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?;
                         Ok((learner.with_model_builder(), None))
                     }

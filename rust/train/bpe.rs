@@ -226,30 +226,73 @@ pub struct Words {
     info: Vec<WordInfo>,
 }
 
-/// Where a word's symbols start, how often it occurs and its length: one record of 24 bytes
-/// rather than an array each, so that a merge visiting a word (a random place in megabytes of
-/// them) waits for one cache line before its symbols (two for a quarter of the records, which
-/// straddle a line), not three.
+/// Where a word's symbols start, its length and how often it occurs: one record rather than an
+/// array each, so that a merge visiting a word (a random place in megabytes of them) waits for
+/// one cache line before its symbols, not three. Start and length share a 64-bit word: 16 bytes
+/// a record, so none straddles two cache lines (of 24-byte records a quarter did) and the
+/// records take a third less cache (one thread trained 2% faster, two 3%).
 #[derive(Clone, Copy, Default, Debug, PartialEq)]
 struct WordInfo {
-    start: usize,
+    /// start << LEN_BITS | len
+    start_len: u64,
     freq: u64,
-    len: u32,
+}
+
+const LEN_BITS: u32 = 24;
+/// The longest word (chunk) training takes, in symbols; the symbols of all words are fewer than 2^40.
+pub const MAX_WORD_SYMBOLS: usize = (1 << LEN_BITS) - 1;
+
+impl WordInfo {
+    fn new(start: usize, len: usize, freq: u64) -> Result<Self> {
+        if len > MAX_WORD_SYMBOLS {
+            return Err(Error::new(
+                ErrorKind::Training,
+                format!(
+                    "a pre-tokenization chunk of {len} symbols is longer than training takes ({MAX_WORD_SYMBOLS}); \
+                     use a pattern that cuts such text into shorter chunks"
+                ),
+            ));
+        }
+        if start + len >= 1 << (64 - LEN_BITS) {
+            return Err(Error::new(ErrorKind::Training, "the distinct chunks of the corpus hold more than 2^40 symbols"));
+        }
+        Ok(WordInfo { start_len: (start as u64) << LEN_BITS | len as u64, freq })
+    }
+
+    #[inline(always)]
+    fn start(&self) -> usize {
+        (self.start_len >> LEN_BITS) as usize
+    }
+
+    #[inline(always)]
+    fn len(&self) -> u32 {
+        (self.start_len & MAX_WORD_SYMBOLS as u64) as u32
+    }
+
+    #[inline(always)]
+    fn set_len(&mut self, len: u32) {
+        debug_assert!(len as usize <= MAX_WORD_SYMBOLS);
+        self.start_len = self.start_len & !(MAX_WORD_SYMBOLS as u64) | len as u64;
+    }
 }
 
 impl Words {
     /// Words given as (symbols, count).
-    pub fn new(words: Vec<(Vec<u32>, u64)>) -> Self {
+    pub fn new(words: Vec<(Vec<u32>, u64)>) -> Result<Self> {
         Self::build(words, |w, out| out.extend_from_slice(w))
     }
 
     /// Byte-level words from groups of (chunk, count), in group order: byte `b` is symbol `b`.
     /// The groups are turned into words on the current rayon pool, one group per task.
-    pub fn from_chunk_groups(groups: Vec<Vec<(Chunk, u64)>>) -> Self {
+    pub fn from_chunk_groups(groups: Vec<Vec<(Chunk, u64)>>) -> Result<Self> {
         // Each group fills its own slices of the final buffers, found from the sizes of the
         // groups before it: no serial copy of the whole corpus afterwards.
         let sizes: Vec<usize> = groups.iter().map(|g| g.iter().map(|(c, _)| c.len()).sum()).collect();
-        let (n_words, n_symbols) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
+        let (n_words, n_symbols): (usize, usize) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
+        // The records are checked here (length and end of the last word), so that writing them
+        // below cannot fail.
+        let longest = groups.iter().flatten().map(|(c, _)| c.len()).max().unwrap_or(0);
+        WordInfo::new(n_symbols.saturating_sub(longest), longest, 0)?;
         // A zeroed allocation comes from the OS untouched, and the records are left uninitialised
         // until their group writes them: the pages are first written in parallel below.
         let mut symbols_buffer = vec![0; n_symbols];
@@ -268,7 +311,8 @@ impl Words {
         groups.into_par_iter().zip(slices).for_each(|(chunks, (symbols, info, base))| {
             let mut at = 0;
             for (k, (chunk, n)) in chunks.into_iter().enumerate() {
-                info[k].write(WordInfo { start: base + at, freq: n, len: chunk.len() as u32 });
+                let record = WordInfo::new(base + at, chunk.len(), n).expect("checked before: a chunk no longer than the longest, ending in the buffer");
+                info[k].write(record);
                 for (s, &b) in symbols[at..at + chunk.len()].iter_mut().zip(&chunk) {
                     *s = b as u32;
                 }
@@ -278,17 +322,17 @@ impl Words {
         // SAFETY: the groups' slices tile the first `n_words` records, and each group wrote
         // every record of its slice (one per chunk) above.
         unsafe { info_buffer.set_len(n_words) };
-        Words { symbols: symbols_buffer, info: info_buffer }
+        Ok(Words { symbols: symbols_buffer, info: info_buffer })
     }
 
-    fn build<T>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Self {
+    fn build<T>(items: Vec<(T, u64)>, push_symbols: impl Fn(&T, &mut Vec<u32>)) -> Result<Self> {
         let mut words = Words { symbols: Vec::new(), info: Vec::with_capacity(items.len()) };
         for (item, n) in items {
             let start = words.symbols.len();
             push_symbols(&item, &mut words.symbols);
-            words.info.push(WordInfo { start, freq: n, len: (words.symbols.len() - start) as u32 });
+            words.info.push(WordInfo::new(start, words.symbols.len() - start, n)?);
         }
-        words
+        Ok(words)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -300,14 +344,14 @@ impl Words {
     }
 
     fn get(&self, w: usize) -> &[u32] {
-        let WordInfo { start, len, .. } = self.info[w];
-        &self.symbols[start..start + len as usize]
+        let info = self.info[w];
+        &self.symbols[info.start()..info.start() + info.len() as usize]
     }
 
     /// Where the symbols of word `w` start, and the end of the buffer for `w` = the number of
     /// words.
     fn start(&self, w: usize) -> usize {
-        self.info.get(w).map_or(self.symbols.len(), |i| i.start)
+        self.info.get(w).map_or(self.symbols.len(), |i| i.start())
     }
 }
 
@@ -888,7 +932,7 @@ impl MergeLearner {
     /// `words`: (symbols, count); `first_new_id`: the id of the first merge; `lengths`: the length
     /// of each initial symbol.
     pub fn new(words: Vec<(Vec<u32>, u64)>, first_new_id: u32, lengths: Vec<u32>, min_frequency: u64, max_token_length: Option<u32>) -> Result<Self> {
-        Self::from_words(Words::new(words), first_new_id, lengths, min_frequency, max_token_length)
+        Self::from_words(Words::new(words)?, first_new_id, lengths, min_frequency, max_token_length)
     }
 
     /// As [`MergeLearner::new`], from [`Words`]. The pairs are counted on the current rayon pool.
@@ -937,7 +981,7 @@ impl MergeLearner {
 
     fn long_words(words: &Words, long_word: usize) -> FxHashMap<u32, std::sync::Mutex<LongWord>> {
         (0..words.len())
-            .filter(|&w| words.info[w].len as usize >= long_word)
+            .filter(|&w| words.info[w].len() as usize >= long_word)
             .map(|w| (w as u32, std::sync::Mutex::new(LongWord::new(words.get(w)))))
             .collect()
     }
@@ -1215,18 +1259,22 @@ impl MergeLearner {
                     crate::prefetch(&run.info[(ahead - first) as usize]);
                 }
                 if let Some(&near) = run.ids.get(i + 4) {
-                    crate::prefetch(&run.symbols[run.info[(near - first) as usize].start - run.sym_offset]);
+                    crate::prefetch(&run.symbols[run.info[(near - first) as usize].start() - run.sym_offset]);
                 }
                 let info = &mut run.info[(w - first) as usize];
-                let s = info.start - run.sym_offset;
-                match (info.len as usize >= long_word).then(|| long.get(&w)).flatten() {
+                let s = info.start() - run.sym_offset;
+                match (info.len() as usize >= long_word).then(|| long.get(&w)).flatten() {
                     // A long word keeps its length; its merged-away symbols are `GONE`.
                     Some(lw) => {
                         let mut lw = lw.lock().unwrap_or_else(|e| e.into_inner());
-                        let end = s + info.len as usize;
+                        let end = s + info.len() as usize;
                         merge_long_word(&mut run.symbols[s..end], &mut lw, w, info.freq, pair, new_id, delta);
                     }
-                    None => merge_word(&mut run.symbols[s..], &mut info.len, w, info.freq, pair, new_id, delta),
+                    None => {
+                        let mut len = info.len();
+                        merge_word(&mut run.symbols[s..], &mut len, w, info.freq, pair, new_id, delta);
+                        info.set_len(len);
+                    }
                 }
             }
         };
@@ -1688,7 +1736,7 @@ mod tests {
         // min_count 1 and 3: the same pairs, counts and word lists.
         let mut rand = crate::lcg(5);
         let words: Vec<(Vec<u32>, u64)> = (0..3000).map(|_| ((0..1 + rand(12)).map(|_| [0, 7, 97, 98, 255][rand(5) as usize]).collect(), 1 + rand(4))).collect();
-        let words = Words::new(words);
+        let words = Words::new(words).unwrap();
         let table = |shards: Vec<PairShard>| -> Vec<(Pair, u64, Vec<u32>)> {
             let mut all: Vec<(Pair, u64, Vec<u32>)> = shards.into_iter().flatten().map(|(p, i)| (p, i.count, i.words)).collect();
             all.sort();
@@ -1703,8 +1751,21 @@ mod tests {
                 assert_eq!(dense, hashed, "{threads} threads, min_count {min_count}");
             }
         }
-        let none = Words::new(vec![]);
+        let none = Words::new(vec![]).unwrap();
         assert!(table(count_byte_pairs(&none, 1)).is_empty() && table(count_hashed_pairs(&none, 1)).is_empty());
+    }
+
+    #[test]
+    fn word_records_keep_start_length_and_count() {
+        for (start, len) in [(0, 0), (5, 1), ((1 << 40) - 2, 1), (123_456_789_012, MAX_WORD_SYMBOLS)] {
+            let mut info = WordInfo::new(start, len, u64::MAX).unwrap();
+            assert_eq!((info.start(), info.len() as usize, info.freq), (start, len, u64::MAX));
+            info.set_len(3);
+            assert_eq!((info.start(), info.len(), info.freq), (start, 3, u64::MAX));
+        }
+        let too_long = WordInfo::new(0, MAX_WORD_SYMBOLS + 1, 1).unwrap_err();
+        assert!(too_long.to_string().contains("use a pattern that cuts"), "{too_long}");
+        assert!(WordInfo::new((1 << 40) - 1, 1, 1).is_err());
     }
 
     #[test]
@@ -1713,8 +1774,8 @@ mod tests {
         let chunk = |s: &str| Chunk::from_slice(s.as_bytes());
         let groups = vec![vec![(chunk("ab"), 3), (chunk(" sixteen bytes.."), 1)], vec![], vec![(chunk("hello"), 7), (chunk(" a chunk of seventeen"), 2)]];
         let expected: Vec<(Vec<u32>, u64)> = groups.iter().flatten().map(|(c, n)| (c.iter().map(|&b| b as u32).collect(), *n)).collect();
-        let words = Words::from_chunk_groups(groups);
-        let plain = Words::new(expected);
+        let words = Words::from_chunk_groups(groups).unwrap();
+        let plain = Words::new(expected).unwrap();
         assert_eq!((&words.symbols, &words.info), (&plain.symbols, &plain.info));
         assert_eq!(words.get(2), &[104, 101, 108, 108, 111]);
     }
