@@ -273,6 +273,14 @@ def flatten_batch(result) -> list[list[int]]:
     return [list(r) for r in result]
 
 
+def round_trip_ns() -> float:
+    """Nanoseconds for a flag to go to another thread and back (toksmith's measure): on a virtual
+    machine it moves as the host moves the cores, and every 2-thread batch speed with it."""
+    from toksmith import _core
+
+    return _core.thread_round_trip_ns()
+
+
 def best_time(fn, repeat: int, reset=lambda: None) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -433,10 +441,14 @@ def main() -> None:
             # Runs interleave the encoders, so that a busy spell of the machine hits all alike.
             t1: dict[str, list[float]] = {e.name: [] for e in timed}  # seconds, one per round
             t2: dict[str, list[float]] = {e.name: [] for e in timed}
+            trips = []  # the core-to-core round trip before each round (see round_trip_ns)
             for _ in range(repeat):
+                trips.append(round_trip_ns())
                 for e in timed:
                     t1[e.name].append(best_time(lambda: [e.encode(d) for d in docs], 1, e.reset))
                     t2[e.name].append(best_time(lambda: e.batch(small), 1, e.reset))
+            print(f"  {corpus:9} core-to-core round trip before each round: "
+                  + ", ".join(f"{t:.0f}" for t in trips) + " ns", flush=True)
             for e in timed:
                 a, b = min(t1[e.name]), min(t2[e.name])
                 table.append((tok_name, corpus, e.name, size / MB / a, size / MB / b, t1[e.name], t2[e.name]))
