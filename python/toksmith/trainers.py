@@ -183,7 +183,8 @@ def train(
             merges = learn(trainer, vocab_size - reserved, show_progress)
             return _assemble_char(alphabet, merges, regex, pattern_name, specials, special_tokens_position,
                                   end_of_word_suffix, byte_fallback, settings)
-        trainer.start("byte", min_frequency, max_token_length)
+        # SuperBPE assembles its tokenizer from the merges of both stages: no model to build.
+        trainer.start("byte", min_frequency, max_token_length, build_model=algorithm == "bpe")
         if algorithm == "bpe":
             learned = run_merges(trainer, vocab_size - minimum, show_progress)
             return _assemble_trained(trainer, learned, regex, pattern_name, specials, special_tokens_position, settings)

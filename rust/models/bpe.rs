@@ -761,6 +761,11 @@ impl MergesModelBuilder {
     /// The model, every id shifted by `offset` (special tokens laid out first).
     pub fn finish(self, offset: u32, pattern: Option<&str>, specials: Vec<(String, u32)>) -> Result<BpeModel> {
         let MergesModelBuilder { tokens, mut by_bytes, mut short_tokens, mut merges, repeated } = self;
+        // The checks of `BpeModel::new`, in its order.
+        let max_id = (offset as u64 + tokens.len() as u64 - 1).max(specials.iter().map(|s| s.1 as u64).max().unwrap_or(0));
+        if max_id >= 1 << 28 {
+            return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
+        }
         if let Some((first, again)) = repeated {
             return Err(format_err(format!(
                 "token {:?} appears twice in the vocabulary (ids {} and {})",
@@ -768,10 +773,6 @@ impl MergesModelBuilder {
                 first + offset,
                 again + offset
             )));
-        }
-        let max_id = (offset as u64 + tokens.len() as u64 - 1).max(specials.iter().map(|s| s.1 as u64).max().unwrap_or(0));
-        if max_id >= 1 << 28 {
-            return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
         }
         let mut vocab: Vec<Option<Vec<u8>>> = vec![None; offset as usize];
         vocab.extend(tokens.into_iter().map(Some));
@@ -1082,9 +1083,6 @@ impl BpeModel {
         self.vocab.iter().enumerate().filter_map(|(i, t)| t.as_deref().map(|b| (i as u32, b)))
     }
 
-    /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
-    /// rank order: running the merges ranked below the token's own on its bytes leaves two parts.
-    /// Tokens that BPE cannot produce from their own bytes are left out.
     /// The merges as given to `new` (or learned), lowest rank first.
     pub fn merges_by_rank(&self) -> Vec<(u32, u32)> {
         let mut by_rank: Vec<(u32, u32, u32)> = self.merges.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
@@ -1092,6 +1090,9 @@ impl BpeModel {
         by_rank.into_iter().map(|(_, l, r)| (l, r)).collect()
     }
 
+    /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
+    /// rank order: running the merges ranked below the token's own on its bytes leaves two parts.
+    /// Tokens that BPE cannot produce from their own bytes are left out.
     pub fn derive_merges(&self) -> Vec<(u32, u32)> {
         let mut by_rank: Vec<(u32, u32, u32)> = self.merges.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
         by_rank.sort_unstable();

@@ -218,12 +218,12 @@ impl PyBpeModel {
         self.inner.vocab_len()
     }
 
-    /// The merges as (left id, right id) pairs in rank order (derived for ranks-based models).
     /// The merges of a merges model (not a ranks one), lowest rank first.
     fn merge_list(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
         py.allow_threads(|| guard(|| Ok(self.inner.merges_by_rank())))
     }
 
+    /// The merges as (left id, right id) pairs in rank order (derived for ranks-based models).
     fn derive_merges(&self, py: Python<'_>) -> PyResult<Vec<(u32, u32)>> {
         py.allow_threads(|| guard(|| Ok(self.inner.derive_merges())))
     }
@@ -603,7 +603,10 @@ impl PyBpeTrainer {
                     let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
                     counts.add_tallies(&count_chunks(&pieces, pre, sp)?)
                 })??;
-                *spare = text.into_bytes();
+                // Kept for the next block of this file only: at its end the buffer goes (it is
+                // outside `max_memory`).
+                let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
+                *spare = if more { text.into_bytes() } else { Vec::new() };
                 Ok(next)
             })
         })
@@ -628,8 +631,11 @@ impl PyBpeTrainer {
 
     /// Turns the counts into words and prepares merge learning. Returns the character alphabet
     /// (ids 0..n) at char level, None at byte level (ids 0-255 are the bytes).
-    #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix=""))]
-    fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str) -> PyResult<Option<Vec<String>>> {
+    /// `build_model` (byte level): build the model alongside the merges, for
+    /// `byte_level_model` (see `MergesModelBuilder`); without it, that builds it at the end.
+    #[pyo3(signature = (level="byte", min_frequency=2, max_token_length=None, limit_alphabet=None, end_of_word_suffix="", build_model=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str, build_model: bool) -> PyResult<Option<Vec<String>>> {
         let (counts, threads) = (&mut self.counts, self.num_threads);
         self.spare_block = Vec::new(); // no more blocks to read: its 8 MiB go before the words come
         let (learner, alphabet) = py.allow_threads(|| {
@@ -638,7 +644,7 @@ impl PyBpeTrainer {
                     "byte" => {
                         let words = Words::from_chunk_groups(counts.into_groups()?)?;
                         let learner = MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?;
-                        Ok((learner.with_model_builder(), None))
+                        Ok((if build_model { learner.with_model_builder() } else { learner }, None))
                     }
                     "char" => {
                         let mut table = ChunkCounts::default();

@@ -254,7 +254,7 @@ impl WordInfo {
                 ),
             ));
         }
-        if start + len >= 1 << (64 - LEN_BITS) {
+        if (start + len) as u64 >= 1u64 << (64 - LEN_BITS) {
             return Err(Error::new(ErrorKind::Training, "the distinct chunks of the corpus hold more than 2^36 symbols"));
         }
         Ok(WordInfo { start_len: (start as u64) << LEN_BITS | len as u64, freq })
@@ -1093,7 +1093,8 @@ impl MergeLearner {
     }
 
     /// The model builder with every merge learned so far, if one was asked for and nothing
-    /// went wrong in it (the caller then builds the model from the merges as usual).
+    /// went wrong in it (the caller then builds the model from the merges as usual). It is
+    /// given away: a second call, or one after more steps, gets None.
     pub fn take_model(&mut self) -> Option<MergesModelBuilder> {
         let mut model = self.model.take()?;
         let have = model.num_merges();
