@@ -782,11 +782,6 @@ impl MergesModelBuilder {
             short_tokens.values_mut().for_each(|id| *id += offset);
             merges = merges.into_iter().map(|((l, r), (rank, id))| ((l + offset, r + offset), (rank, id + offset))).collect();
         }
-        for (s, id) in &specials {
-            if vocab[*id as usize].is_some() {
-                return Err(format_err(format!("special token {s:?} has id {id}, which is also an ordinary token")));
-            }
-        }
         let byte_ids = std::array::from_fn(|b| b as u32 + offset);
         BpeModel::assemble(vocab, by_bytes, short_tokens, Some(byte_ids), merges, pattern, specials, BpeOptions::default())
     }
@@ -957,11 +952,6 @@ impl BpeModel {
             }
             vocab[id as usize] = Some(bytes);
         }
-        for (s, id) in &specials {
-            if vocab[*id as usize].is_some() {
-                return Err(format_err(format!("special token {s:?} has id {id}, which is also an ordinary token")));
-            }
-        }
         let byte_ids = match options.level {
             Level::Byte => {
                 let mut ids = [0u32; 256];
@@ -991,8 +981,8 @@ impl BpeModel {
         Self::assemble(vocab, by_bytes, short_tokens, byte_ids, merges, pattern, specials, options)
     }
 
-    /// The model from its token and merge tables (checked: no id twice, no special token on an
-    /// ordinary token's id): the special tokens, the pre-tokenizer and the tables derived for speed.
+    /// The model from its token and merge tables (checked: no id twice): the special tokens
+    /// (none on an ordinary token's id), the pre-tokenizer and the tables derived for speed.
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         vocab: Vec<Option<Vec<u8>>>,
@@ -1004,6 +994,11 @@ impl BpeModel {
         specials: Vec<(String, u32)>,
         options: BpeOptions,
     ) -> Result<Self> {
+        for (s, id) in &specials {
+            if vocab[*id as usize].is_some() {
+                return Err(format_err(format!("special token {s:?} has id {id}, which is also an ordinary token")));
+            }
+        }
         let specials = SpecialTokens::new(specials)?;
         let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
         let uid = NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1083,19 +1078,23 @@ impl BpeModel {
         self.vocab.iter().enumerate().filter_map(|(i, t)| t.as_deref().map(|b| (i as u32, b)))
     }
 
-    /// The merges as given to `new` (or learned), lowest rank first.
-    pub fn merges_by_rank(&self) -> Vec<(u32, u32)> {
+    /// The merges as (rank, left, right), lowest rank first.
+    fn ranked_merges(&self) -> Vec<(u32, u32, u32)> {
         let mut by_rank: Vec<(u32, u32, u32)> = self.merges.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
         by_rank.sort_unstable();
-        by_rank.into_iter().map(|(_, l, r)| (l, r)).collect()
+        by_rank
+    }
+
+    /// The merges as given to `new` (or learned), lowest rank first.
+    pub fn merges_by_rank(&self) -> Vec<(u32, u32)> {
+        self.ranked_merges().into_iter().map(|(_, l, r)| (l, r)).collect()
     }
 
     /// For each token of two or more bytes, the pair of tokens BPE joins last to form it, in
     /// rank order: running the merges ranked below the token's own on its bytes leaves two parts.
     /// Tokens that BPE cannot produce from their own bytes are left out.
     pub fn derive_merges(&self) -> Vec<(u32, u32)> {
-        let mut by_rank: Vec<(u32, u32, u32)> = self.merges.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
-        by_rank.sort_unstable();
+        let by_rank = self.ranked_merges();
         // For ranks-based models several splits share a rank (the token's id); keep the one
         // BPE actually uses, found by replaying the lower-ranked merges on the token's bytes.
         let mut out = Vec::new();

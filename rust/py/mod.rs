@@ -512,13 +512,9 @@ struct ReadAhead {
 }
 
 impl ReadAhead {
-    /// Starts reading the block of `path` at `offset` unless the file ends there; None if no
+    /// Starts reading the block of `path` at `offset` (before the file's end); None if no
     /// thread can be started (the block is then read when it is asked for).
     fn start(path: &std::path::Path, offset: u64, size: usize, buffer: Vec<u8>) -> Option<ReadAhead> {
-        let len = std::fs::metadata(path).ok()?.len();
-        if offset >= len {
-            return None;
-        }
         let p = path.to_path_buf();
         let reader =
             std::thread::Builder::new().name("toksmith-read".into()).spawn(move || read_block_into(&p, offset, size, buffer)).ok()?;
@@ -590,11 +586,12 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, spare)?;
+                let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
                 // With several threads, the next block is read while this one is counted:
                 // reading is otherwise the one part of counting that no other thread shares.
                 // With one, nothing runs beside the caller: `num_threads=1` means one thread.
                 // Two buffers take turns: the one counted last is read into next.
-                if threads != Some(1) {
+                if threads != Some(1) && more {
                     *read_ahead = ReadAhead::start(&path, next, size, std::mem::take(spare));
                 }
                 with_threads(threads, || {
@@ -605,7 +602,6 @@ impl PyBpeTrainer {
                 })??;
                 // Kept for the next block of this file only: at its end the buffer goes (it is
                 // outside `max_memory`).
-                let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
                 *spare = if more { text.into_bytes() } else { Vec::new() };
                 Ok(next)
             })

@@ -288,11 +288,13 @@ impl Words {
     pub fn from_chunk_groups(groups: Vec<Vec<(Chunk, u64)>>) -> Result<Self> {
         // Each group fills its own slices of the final buffers, found from the sizes of the
         // groups before it: no serial copy of the whole corpus afterwards.
-        let sizes: Vec<usize> = groups.iter().map(|g| g.iter().map(|(c, _)| c.len()).sum()).collect();
+        // Per group: its symbols and its longest chunk.
+        let (sizes, longest): (Vec<usize>, Vec<usize>) =
+            groups.iter().map(|g| g.iter().fold((0, 0), |(sum, max), (c, _)| (sum + c.len(), max.max(c.len())))).unzip();
         let (n_words, n_symbols): (usize, usize) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
         // The records are checked here (length and end of the last word), so that writing them
         // below cannot fail.
-        let longest = groups.iter().flatten().map(|(c, _)| c.len()).max().unwrap_or(0);
+        let longest = longest.into_iter().max().unwrap_or(0);
         WordInfo::new(n_symbols.saturating_sub(longest), longest, 0)?;
         // A zeroed allocation comes from the OS untouched, and the records are left uninitialised
         // until their group writes them: the pages are first written in parallel below.
@@ -1134,10 +1136,9 @@ impl MergeLearner {
         let stop = AtomicBool::new(false);
         // The model catches up with the merges of the steps before, on the first waiting thread.
         let mut model = self.model.take();
-        let learned = &self.merges[model.as_ref().map_or(0, |m| m.num_merges())..];
-        let new_merges = learned.to_vec();
+        let new_merges = model.as_ref().map(|m| self.merges[m.num_merges()..].to_vec());
         let failed_model = AtomicBool::new(false);
-        let mut catch_up = model.as_mut().map(|m| (m, new_merges.as_slice()));
+        let mut catch_up = model.as_mut().zip(new_merges.as_deref());
         let mailboxes: Vec<Handoff> = (1..threads).map(|_| Handoff::default()).collect();
         let done = rayon::scope(|s| {
             for mailbox in &mailboxes {
