@@ -2,6 +2,7 @@
 //! (earliest learned) merge first until no merge applies.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::models::char_start::{utf8_len, CharStart, CharTokens, AS_BYTES, ONE_TOKEN, TABLE_CHARS};
 use crate::pretokenize::Pretokenizer;
 use crate::special::{Piece, SpecialTokens};
 use rustc_hash::FxHashMap;
@@ -173,6 +174,9 @@ struct ChunkCache {
     long_bytes: usize,
     ids: Vec<u32>,
     pairs: PairMemo,
+    /// The characters of the current chunk that start as bytes (see `CharStart`), one bit per
+    /// byte.
+    cut: Vec<u64>,
     /// Probes of `index` and their hits in the current window, and how many probes to skip:
     /// text whose chunks never repeat (random characters) would only pay a cache miss per
     /// probe and per insert, so the map rests while its hit rate is that low.
@@ -197,7 +201,7 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), probes: 0, hits: 0, skip: 0 }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0 }
     }
 
     #[inline]
@@ -683,6 +687,8 @@ pub struct BpeModel {
     /// Such chunks skip the whole-token lookup: text of new short chunks (random accented
     /// letters) would pay a miss of the CPU cache in the token table for each.
     merging_suffices_upto: usize,
+    /// Byte level, when the merges are in order: merging may start from whole characters.
+    char_start: Option<CharStart>,
 }
 
 /// A byte-level model's tables, filled merge by merge while a trainer learns the merges (bytes
@@ -1013,7 +1019,8 @@ impl BpeModel {
             let bit = pair_filter_bit(pair);
             pair_filter[bit >> 6] |= 1 << (bit & 63);
         }
-        let mut model = BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX };
+        let char_start = if options.level == Level::Byte { CharStart::new(&vocab, &merges) } else { None };
+        let mut model = BpeModel { vocab, by_bytes, short_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, char_start };
         if model.options.ignore_merges {
             model.merging_suffices_upto = model.longest_tokens_merges_make(WHOLE_CHECK_BYTES);
         }
@@ -1346,8 +1353,14 @@ impl BpeModel {
             return Ok(());
         }
         scratch.clear();
-        self.initial_symbols(bytes, scratch)?;
-        let level_bytes = (self.options.level == Level::Byte).then_some(bytes);
+        // Byte-level chunks of 16 bytes or more (shorter ones have a key) with characters of
+        // several bytes may start from whole characters.
+        let from_chars = key.is_none() && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache));
+        if !from_chars {
+            scratch.clear();
+            self.initial_symbols(bytes, scratch)?;
+        }
+        let level_bytes = (self.options.level == Level::Byte && !from_chars).then_some(bytes);
         if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch, level_bytes, &mut cache.pairs);
             out.extend_from_slice(scratch);
@@ -1360,6 +1373,59 @@ impl BpeModel {
             cache.insert_long(bytes, &out[first..]);
         }
         Ok(())
+    }
+
+    /// The symbols merging starts from when it starts from characters (see `CharStart`): the
+    /// bytes of ASCII characters and of the characters a crossing token cuts, each other
+    /// character's tokens when merged alone. False (nothing usable in `out`) for a chunk that
+    /// is all ASCII, where nothing would change, or that is not valid UTF-8.
+    fn char_symbols(&self, start: &CharStart, bytes: &[u8], out: &mut Vec<u32>, cache: &mut ChunkCache) -> bool {
+        if bytes.is_ascii() {
+            return false;
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else { return false };
+        let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
+        let table = start.chars.get_or_init(|| self.char_table());
+        start.mark_cut(text.as_bytes(), &mut cache.cut);
+        let mut p = 0;
+        while p < bytes.len() {
+            let b = bytes[p];
+            let n = utf8_len(b);
+            let as_bytes = |out: &mut Vec<u32>| out.extend(bytes[p..p + n].iter().map(|&b| ids[b as usize]));
+            if n == 1 || n == 4 || cache.cut[p / 64] >> (p % 64) & 1 == 1 {
+                // ASCII, a cut character, or one of 4 bytes (emoji, rare: merged with the rest)
+                as_bytes(out);
+            } else {
+                let code = if n == 2 { (b as u32 & 0x1F) << 6 | (bytes[p + 1] as u32 & 0x3F) } else { (b as u32 & 0x0F) << 12 | (bytes[p + 1] as u32 & 0x3F) << 6 | (bytes[p + 2] as u32 & 0x3F) };
+                match table[code as usize].0 {
+                    [AS_BYTES, _] => as_bytes(out),
+                    [id, ONE_TOKEN] => out.push(id),
+                    two => out.extend_from_slice(&two),
+                }
+            }
+            p += n;
+        }
+        true
+    }
+
+    /// `CharStart::chars`: each character of 2 or 3 bytes merged alone.
+    fn char_table(&self) -> Vec<CharTokens> {
+        let mut memo = PairMemo::new(12);
+        let mut merged = Vec::with_capacity(3);
+        (0..TABLE_CHARS)
+            .map(|code| {
+                let Some(c) = char::from_u32(code).filter(|c| c.len_utf8() > 1) else { return CharTokens([AS_BYTES, 0]) };
+                let mut utf8 = [0u8; 4];
+                let bytes = c.encode_utf8(&mut utf8).as_bytes();
+                merged.clear();
+                self.merge_small(bytes, &mut merged, &mut memo);
+                match merged[..] {
+                    [id] => CharTokens([id, ONE_TOKEN]),
+                    [a, b] if bytes.len() == 3 => CharTokens([a, b]),
+                    _ => CharTokens([AS_BYTES, 0]), // nothing merged
+                }
+            })
+            .collect()
     }
 
     fn initial_symbols(&self, bytes: &[u8], out: &mut Vec<u32>) -> Result<()> {
@@ -1567,7 +1633,7 @@ impl BpeModel {
             &mut on_heap
         };
         for (i, rank) in ranks[..pairs].iter_mut().enumerate() {
-            *rank = self.initial_pair(symbols, bytes, i);
+            *rank = self.initial_pair(symbols, bytes, i, memo);
         }
         loop {
             let mut best = NO_MERGE.0;
@@ -1649,12 +1715,12 @@ impl BpeModel {
     }
 
     /// (rank, merged id) of symbols i and i+1 before any merge: from the dense byte-pair table
-    /// when `bytes` are the chunk's bytes at byte level, else from the merge map.
+    /// when `bytes` are the chunk's bytes at byte level, else through the memo.
     #[inline]
-    fn initial_pair(&self, symbols: &[u32], bytes: Option<&[u8]>, i: usize) -> (u32, u32) {
+    fn initial_pair(&self, symbols: &[u32], bytes: Option<&[u8]>, i: usize, memo: &mut PairMemo) -> (u32, u32) {
         match bytes {
             Some(b) if !self.byte_pairs.is_empty() => self.byte_pair(b[i], b[i + 1]),
-            _ => self.merge_of(symbols[i], symbols[i + 1]),
+            _ => memo.merge_of(self, symbols[i], symbols[i + 1]),
         }
     }
 
@@ -1811,7 +1877,7 @@ impl BpeModel {
         // (rank << 32 | position): ascending order is BPE's order.
         let mut heap: BinaryHeap<Reverse<u64>> = (0..initial.len().saturating_sub(1))
             .filter_map(|i| {
-                let rank = self.initial_pair(initial, bytes, i).0;
+                let rank = self.initial_pair(initial, bytes, i, memo).0;
                 (rank != NO_MERGE.0).then_some(Reverse((rank as u64) << 32 | i as u64))
             })
             .collect();
@@ -1868,7 +1934,7 @@ impl BpeModel {
         let mut nodes = Node::list(initial);
         let mut queue = RankBuckets::new();
         for i in 0..n as usize - 1 {
-            let rank = self.initial_pair(initial, bytes, i).0;
+            let rank = self.initial_pair(initial, bytes, i, memo).0;
             if rank != NO_MERGE.0 {
                 queue.add(rank, i as u32);
             }
@@ -2366,6 +2432,135 @@ mod tests {
         }
         let list: Vec<(u32, Vec<u8>)> = tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
         BpeModel::from_ranks(list, None, vec![]).unwrap()
+    }
+
+    /// Byte-level merges learned the way training learns them (the most frequent pair first,
+    /// ties to the smallest ids) from `corpus`: in order, as real vocabularies are.
+    fn learned_merges(corpus: &[Vec<u8>], n: usize) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let mut words: Vec<Vec<u32>> = corpus.iter().map(|w| w.iter().map(|&b| b as u32).collect()).collect();
+        let mut merges = Vec::new();
+        while merges.len() < n {
+            let mut counts: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+            for w in &words {
+                for p in w.windows(2) {
+                    *counts.entry((p[0], p[1])).or_default() += 1;
+                }
+            }
+            let joined = |&(a, b): &(u32, u32)| [tokens[a as usize].as_slice(), &tokens[b as usize]].concat();
+            // A pair whose token exists already (made another way) is left alone.
+            let Some((&pair, _)) = counts.iter().filter(|(p, &c)| c >= 2 && !tokens.contains(&joined(p))).max_by_key(|(&(a, b), &c)| (c, Reverse((a, b)))) else { break };
+            let id = tokens.len() as u32;
+            let joined = joined(&pair);
+            tokens.push(joined);
+            merges.push(pair);
+            for w in &mut words {
+                let mut out = Vec::with_capacity(w.len());
+                let mut i = 0;
+                while i < w.len() {
+                    if i + 1 < w.len() && (w[i], w[i + 1]) == pair {
+                        out.push(id);
+                        i += 2;
+                    } else {
+                        out.push(w[i]);
+                        i += 1;
+                    }
+                }
+                *w = out;
+            }
+        }
+        (tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect(), merges)
+    }
+
+    /// `encode_chunk` of a byte-level chunk gives what merging its bytes gives.
+    fn assert_encodes_as_bytes_merge(m: &BpeModel, chunk: &[u8]) {
+        let mut bytes_first = Vec::new();
+        m.initial_symbols(chunk, &mut bytes_first).unwrap();
+        m.merge_short(&mut bytes_first, Some(chunk), &mut PairMemo::new(4));
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        m.encode_chunk(chunk, &mut out, &mut scratch).unwrap();
+        assert_eq!(out, bytes_first, "chunk {:?}", String::from_utf8_lossy(chunk));
+    }
+
+    #[test]
+    fn merging_from_characters_matches_merging_from_bytes() {
+        // Texts of characters of 1 to 4 bytes, with words that repeat (so that merges join
+        // characters, and parts of characters across their boundaries: crossing tokens),
+        // learned into merges; then random chunks of the same characters, merged from bytes
+        // (`merge_short` on the bytes) and by `encode_chunk` (from characters, chunks of 16 bytes
+        // or more), as a merges model and as a ranks model of the same tokens.
+        // Characters that share their first bytes (U+4E00.., U+0430..) make pairs such as (space,
+        // first byte) more frequent than any one character's own: byte-level BPE then learns
+        // crossing tokens, as real vocabularies do (" \xe5", "о\xd0").
+        let mut chars: Vec<String> = ["a", "b", " ", "é", "中", "国", "の", "🙂", "\u{a0}"].map(String::from).to_vec();
+        chars.extend((0..24).map(|k| char::from_u32(0x4E00 + k * 3).unwrap().to_string()));
+        chars.extend((0..16).map(|k| char::from_u32(0x0430 + k).unwrap().to_string()));
+        let mut rand = lcg(11);
+        let mut cut_seen = 0;
+        for round in 0..12 {
+            let words: Vec<String> = (0..8).map(|_| (0..1 + rand(4)).map(|_| chars[rand(chars.len() as u64) as usize].as_str()).collect()).collect();
+            let text = |rand: &mut dyn FnMut(u64) -> u64, n: usize| -> Vec<u8> {
+                let mut t = String::new();
+                while t.len() < n {
+                    if rand(3) == 0 {
+                        t.push_str(&chars[rand(chars.len() as u64) as usize]);
+                    } else {
+                        t.push_str(&words[rand(words.len() as u64) as usize]);
+                    }
+                }
+                t.into_bytes()
+            };
+            let corpus: Vec<Vec<u8>> = (0..60).map(|_| text(&mut rand, 40)).collect();
+            let (tokens, merges) = learned_merges(&corpus, 150);
+            let by_merges = BpeModel::new(tokens.clone(), &merges, None, vec![], BpeOptions::default()).unwrap();
+            let by_ranks = BpeModel::from_ranks(tokens.clone(), None, vec![]).unwrap();
+            for m in [&by_merges, &by_ranks] {
+                let start = m.char_start.as_ref().expect("learned merges are in order");
+                for _ in 0..150 {
+                    let n = 16 + rand(if round % 3 == 0 { 400 } else { 100 }) as usize;
+                    let chunk = text(&mut rand, n);
+                    assert_encodes_as_bytes_merge(m, &chunk);
+                    let mut cut = Vec::new();
+                    start.mark_cut(&chunk, &mut cut);
+                    cut_seen += cut.iter().map(|w| w.count_ones()).sum::<u32>();
+                }
+            }
+        }
+        // The vocabularies had crossing tokens, and chunks had characters they cut.
+        assert!(cut_seen > 100, "{cut_seen} cut characters");
+    }
+
+    #[test]
+    fn ranks_out_of_order_merge_from_bytes() {
+        // Random tokens of multi-byte characters and their parts, ranks shuffled: a merge may
+        // rank before the merge of one of its parts, where starting from characters would give
+        // other results; such models must not start from characters (results of `encode_chunk`
+        // against merging the bytes; this fails when the order is not checked).
+        let mut rand = lcg(5);
+        let alphabet: Vec<Vec<u8>> = ["中", "国", "ж", "о", "a"].iter().map(|c| c.as_bytes().to_vec()).collect();
+        let mut out_of_order = 0;
+        for _ in 0..40 {
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            while tokens.len() < 300 {
+                let mut t: Vec<u8> = (0..1 + rand(3)).flat_map(|_| alphabet[rand(alphabet.len() as u64) as usize].clone()).collect();
+                // Parts of characters too: cut a byte off either end now and then.
+                match rand(3) {
+                    0 if t.len() > 2 => t.truncate(t.len() - 1),
+                    1 if t.len() > 2 => drop(t.remove(0)),
+                    _ => {}
+                }
+                if t.len() > 1 && !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+            }
+            let m = shuffled_ranks_model(tokens, &mut rand);
+            out_of_order += m.char_start.is_none() as usize;
+            for _ in 0..100 {
+                let chunk: Vec<u8> = (0..8 + rand(30)).flat_map(|_| alphabet[rand(alphabet.len() as u64) as usize].clone()).collect();
+                assert_encodes_as_bytes_merge(&m, &chunk);
+            }
+        }
+        assert!(out_of_order > 30, "{out_of_order} of 40 shuffled models out of order");
     }
 
     #[test]

@@ -1,0 +1,175 @@
+//! Byte-level BPE started from whole characters instead of bytes, where that gives the same
+//! result.
+//!
+//! A chunk of Chinese, Japanese or Russian text is mostly multi-byte characters, and merging
+//! its bytes spends most of its steps putting each character back together (two merges per CJK
+//! character) before any merge between characters. Starting from each character's own
+//! result (its bytes merged alone) skips those steps: a chunk of 30 CJK characters starts
+//! from 30 symbols instead of 90.
+//!
+//! When it is exact. Call a token *crossing* if, inside valid UTF-8, it starts or ends in the
+//! middle of a character and reaches past that character (` \xe5`: a space and the first byte
+//! of a CJK character; `о\xd0`: a Cyrillic letter and the first byte of the next). An
+//! occurrence of a crossing token in a chunk *cuts* the characters it covers only in part.
+//! Suppose the merges are *in order*: every merge ranks after every merge that makes one of its
+//! two parts. Then merging goes in rank order (each merge only creates pairs that rank after
+//! it), and a character no crossing token cuts is touched by no merge before it is whole: a
+//! merge of part of it with something outside would make a crossing token that cuts it, and a
+//! merge of the whole character with a neighbour ranks after the merge that made the character.
+//! Until then the rest of the chunk does exactly what it would do next to the finished
+//! character, which touches nothing before that rank either. So merging from a start where
+//! every uncut character is already merged alone (and the cut ones, like ASCII, are bytes)
+//! goes through the same states at every rank from there on, and ends in the same tokens.
+//! `BpeModel` uses this start only for models whose merges are in order (checked when the
+//! model is built: tiktoken's encodings and trained merges are) and chunks of valid UTF-8.
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use rustc_hash::FxHashMap;
+
+/// What a byte-level model needs to start merging from characters: the crossing tokens of its
+/// vocabulary, found in a chunk in one pass.
+#[derive(Debug, Clone)]
+pub(crate) struct CharStart {
+    /// None when the vocabulary has no crossing token.
+    crossing: Option<AhoCorasick>,
+    /// The tokens of every character of 2 or 3 bytes (U+0080 to U+FFFF) merged alone, indexed
+    /// by code point: made on first use (a few milliseconds), so that a model that never sees
+    /// such text never pays for it. See `CharTokens`.
+    pub(crate) chars: std::sync::OnceLock<Vec<CharTokens>>,
+}
+
+/// A character's tokens when its bytes are merged alone: one or two ids, or `AS_BYTES` when
+/// none of its bytes merge (it then starts as bytes, like a cut character).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CharTokens(pub(crate) [u32; 2]);
+
+/// In `CharTokens.0[1]`: the character is a single token (ids are below 2^28).
+pub(crate) const ONE_TOKEN: u32 = u32::MAX;
+/// In `CharTokens.0[0]`: merging leaves the character's bytes as they are.
+pub(crate) const AS_BYTES: u32 = u32::MAX;
+
+/// The code points `CharStart::chars` covers: those of 2 and 3 bytes in UTF-8.
+pub(crate) const TABLE_CHARS: u32 = 0x1_0000;
+
+impl CharStart {
+    /// The start for a model with these tokens and merges ((left, right) -> (rank, new id)),
+    /// or None when the merges are not in order (some merge ranks at or before a merge that
+    /// makes one of its parts), where starting from characters could change results.
+    pub(crate) fn new(vocab: &[Option<Vec<u8>>], merges: &FxHashMap<(u32, u32), (u32, u32)>) -> Option<Self> {
+        // made_at[id]: the highest rank of a merge that makes id (bytes: none).
+        let mut made_at: Vec<Option<u32>> = vec![None; vocab.len()];
+        for &(rank, id) in merges.values() {
+            let m = made_at.get_mut(id as usize)?;
+            *m = Some(m.map_or(rank, |r| r.max(rank)));
+        }
+        let made = |id: u32| made_at.get(id as usize).copied().flatten();
+        let in_order = merges.iter().all(|(&(l, r), &(rank, _))| made(l).is_none_or(|m| m < rank) && made(r).is_none_or(|m| m < rank));
+        if !in_order {
+            return None;
+        }
+        let crossing: Vec<&[u8]> = vocab.iter().flatten().map(Vec::as_slice).filter(|t| is_crossing(t)).collect();
+        let crossing = if crossing.is_empty() {
+            None
+        } else {
+            // All overlapping occurrences are needed (MatchKind::Standard); a DFA is the
+            // fastest searcher for a few hundred short patterns.
+            Some(AhoCorasick::builder().match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::DFA)).build(&crossing).ok()?)
+        };
+        Some(CharStart { crossing, chars: std::sync::OnceLock::new() })
+    }
+
+    /// Sets bit p of `cut` (one bit per byte of `chunk`, cleared and sized here) for the first
+    /// byte p of every character of `chunk` that an occurrence of a crossing token cuts.
+    /// `chunk` must be valid UTF-8 (every continuation byte belongs to the character before).
+    pub(crate) fn mark_cut(&self, chunk: &[u8], cut: &mut Vec<u64>) {
+        cut.clear();
+        cut.resize(chunk.len().div_ceil(64), 0);
+        let Some(ac) = &self.crossing else { return };
+        let mut mark = |at: usize| {
+            // The first byte of the character that byte `at` belongs to.
+            let mut p = at;
+            while p > 0 && is_continuation(chunk[p]) {
+                p -= 1;
+            }
+            cut[p / 64] |= 1 << (p % 64);
+        };
+        for m in ac.find_overlapping_iter(chunk) {
+            if is_continuation(chunk[m.start()]) {
+                mark(m.start());
+            }
+            if chunk.get(m.end()).is_some_and(|&b| is_continuation(b)) {
+                mark(m.end() - 1);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// The length of the UTF-8 character that starts with byte `b` (0 for a continuation byte or
+/// a byte that never starts one).
+#[inline(always)]
+pub(crate) fn utf8_len(b: u8) -> usize {
+    match b {
+        0x00..=0x7F => 1,
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => 0,
+    }
+}
+
+/// Whether the token, found inside valid UTF-8, would start or end inside a character and
+/// reach past it: it holds the start of a character after its first byte, and it starts with
+/// a continuation byte or its last character is incomplete.
+pub(crate) fn is_crossing(token: &[u8]) -> bool {
+    let Some(last_start) = token.iter().rposition(|&b| !is_continuation(b)) else {
+        return false; // continuation bytes only: inside one character
+    };
+    let inner_start = token.iter().skip(1).any(|&b| !is_continuation(b));
+    let starts_inside = is_continuation(token[0]);
+    let ends_inside = token.len() - last_start < utf8_len(token[last_start]);
+    inner_start && (starts_inside || ends_inside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crossing_tokens() {
+        for t in [" \u{4e2d}".as_bytes(), "\u{4e2d}".as_bytes(), "ab".as_bytes(), "\u{4e2d}\u{56fd}".as_bytes(), b"\xb8\xad", b"\xe4\xb8"] {
+            assert!(!is_crossing(t), "{t:?} does not cross");
+        }
+        for t in [&b" \xe5"[..], b"\xd0\xbe\xd0", b"\xad\xe5\x9b\xbd", b"\xad a", b"\x88\xeb\x8b\xa4", b"\xb8\xad\xe5"] {
+            assert!(is_crossing(t), "{t:?} crosses");
+        }
+    }
+
+    #[test]
+    fn marks_the_characters_an_occurrence_cuts() {
+        // Tokens: " \xe5" (cuts the CJK character after a space), "\xad\xe5" (cuts both).
+        let vocab: Vec<Option<Vec<u8>>> = vec![Some(b" \xe5".to_vec()), Some(b"\xad\xe5".to_vec()), Some(b"ab".to_vec())];
+        let start = CharStart::new(&vocab, &FxHashMap::default()).unwrap();
+        let chunk = "x \u{5f88}\u{4e2d}\u{5f88}ab".as_bytes(); // x, space, 很 (e5 be 88), 中 (e4 b8 ad), 很, a, b
+        let mut cut = Vec::new();
+        start.mark_cut(chunk, &mut cut);
+        let marked: Vec<usize> = (0..chunk.len()).filter(|&p| cut[p / 64] >> (p % 64) & 1 == 1).collect();
+        // 很 at 2 (after the space), 中 at 5 and the second 很 at 8 (around "\xad\xe5").
+        assert_eq!(marked, vec![2, 5, 8]);
+    }
+
+    #[test]
+    fn merges_out_of_order_give_no_start() {
+        let vocab: Vec<Option<Vec<u8>>> = (0..=255u8).map(|b| Some(vec![b])).chain([Some(b"ab".to_vec()), Some(b"abc".to_vec())]).collect();
+        let mut merges = FxHashMap::default();
+        merges.insert((97, 98), (5, 256)); // a b -> ab at rank 5
+        merges.insert((256, 99), (9, 257)); // ab c -> abc at rank 9: in order
+        assert!(CharStart::new(&vocab, &merges).is_some());
+        merges.insert((256, 99), (3, 257)); // abc before ab: out of order
+        assert!(CharStart::new(&vocab, &merges).is_none());
+    }
+}
