@@ -183,6 +183,10 @@ struct ChunkCache {
     probes: u32,
     hits: u32,
     skip: u32,
+    /// The same for `long` (see `LONG_WINDOW`).
+    long_probes: u32,
+    long_hits: u32,
+    long_skip: u32,
 }
 
 /// `index` is checked over windows of this many probes; below 1/64 hits in one, it is left
@@ -192,6 +196,16 @@ const INDEX_REST: u32 = 16 * INDEX_WINDOW;
 
 /// The longest chunk whose result is cached, and the bytes of such chunks a cache may hold.
 const LONG_CHUNK: usize = 256;
+
+/// `long` is checked over windows of this many probes; with fewer than `LONG_MIN_HITS` hits
+/// in one (a quarter), it rests (neither asked nor filled) for the next `LONG_REST` chunks.
+/// A miss costs a hash of the chunk and an allocation for its key; Chinese and Japanese
+/// text repeats 10-15% of its long chunks, and merging them again (from characters, see
+/// `CharStart`) costs less than that (in-process A/B, 10 Handbooks of 1 MB, o200k: +2.5%;
+/// Chinese and Japanese alone +6-9%; a limit of 1/8 or 1/2 of hits gained less).
+const LONG_WINDOW: u32 = 1 << 10;
+const LONG_MIN_HITS: u32 = LONG_WINDOW / 4;
+const LONG_REST: u32 = 16 * LONG_WINDOW;
 const LONG_KEY_BYTES: usize = 8 << 20;
 
 const CACHE_ENTRIES: usize = 1 << 17;
@@ -201,7 +215,7 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0 }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0, long_probes: 0, long_hits: 0, long_skip: 0 }
     }
 
     #[inline]
@@ -323,6 +337,7 @@ impl ChunkCache {
     fn reset(&mut self, owner: u64) {
         self.owner = owner;
         (self.probes, self.hits, self.skip) = (0, 0, 0);
+        (self.long_probes, self.long_hits, self.long_skip) = (0, 0, 0);
         self.front.fill(FrontSet::default());
         self.clear_maps();
         self.pairs.clear();
@@ -337,8 +352,34 @@ impl ChunkCache {
 
     /// Appends the cached ids of a chunk of more than 15 bytes to `out`; false if not cached.
     #[inline]
-    fn get_long(&self, bytes: &[u8], out: &mut Vec<u32>) -> bool {
-        self.copy_ids(self.long.get(bytes).copied(), out)
+    /// `may_rest`: whether `long` may rest (at byte level; the words of a character-level model
+    /// cost more to merge again).
+    fn get_long(&mut self, bytes: &[u8], out: &mut Vec<u32>, may_rest: bool) -> bool {
+        if !may_rest {
+            return self.copy_ids(self.long.get(bytes).copied(), out);
+        }
+        if self.long_skip > 0 {
+            return false;
+        }
+        self.long_probes += 1;
+        let found = self.copy_ids(self.long.get(bytes).copied(), out);
+        self.long_hits += found as u32;
+        if self.long_probes == LONG_WINDOW {
+            if self.long_hits < LONG_MIN_HITS {
+                self.long_skip = LONG_REST;
+            }
+            (self.long_probes, self.long_hits) = (0, 0);
+        }
+        found
+    }
+
+    /// True while `long` rests (then `insert_long` is not called); counts the rest down.
+    fn long_rests(&mut self, may_rest: bool) -> bool {
+        if may_rest && self.long_skip > 0 {
+            self.long_skip -= 1;
+            return true;
+        }
+        false
     }
 
     fn insert_long(&mut self, bytes: &[u8], ids: &[u32]) {
@@ -1351,7 +1392,7 @@ impl BpeModel {
         // often than words but at a higher cost each; so do the words of a character-level
         // model (which have no short key), whose merging costs more than at byte level.
         let cache_long = key.is_none() && bytes.len() <= LONG_CHUNK;
-        if cache_long && cache.get_long(bytes, out) {
+        if cache_long && cache.get_long(bytes, out, self.options.level == Level::Byte) {
             return Ok(());
         }
         let first = out.len();
@@ -1378,7 +1419,7 @@ impl BpeModel {
         }
         if let Some(key) = key {
             cache.insert(key, &out[first..]);
-        } else if cache_long {
+        } else if cache_long && !cache.long_rests(self.options.level == Level::Byte) {
             cache.insert_long(bytes, &out[first..]);
         }
         Ok(())
