@@ -2,7 +2,7 @@
 //! (earliest learned) merge first until no merge applies.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::models::char_start::{utf8_len, CharStart, CharTokens, AS_BYTES, ONE_TOKEN, TABLE_CHARS};
+use crate::models::char_start::{utf8_len, CharStart, CharTables, CharTokens, AS_BYTES, ONE_TOKEN, TABLE_CHARS};
 use crate::pretokenize::Pretokenizer;
 use crate::special::{Piece, SpecialTokens};
 use rustc_hash::FxHashMap;
@@ -351,9 +351,9 @@ impl ChunkCache {
     }
 
     /// Appends the cached ids of a chunk of more than 15 bytes to `out`; false if not cached.
-    #[inline]
     /// `may_rest`: whether `long` may rest (at byte level; the words of a character-level model
     /// cost more to merge again).
+    #[inline]
     fn get_long(&mut self, bytes: &[u8], out: &mut Vec<u32>, may_rest: bool) -> bool {
         if !may_rest {
             return self.copy_ids(self.long.get(bytes).copied(), out);
@@ -1065,7 +1065,8 @@ impl BpeModel {
             let bit = pair_filter_bit(pair);
             pair_filter[bit >> 6] |= 1 << (bit & 63);
         }
-        let char_start = if options.level == Level::Byte { CharStart::new(&vocab, &merges) } else { None };
+        // Not with a continuing-subword prefix: merged tokens would not be the text they cover.
+        let char_start = if options.level == Level::Byte && options.continuing_subword_prefix.is_none() { CharStart::new(vocab.len(), &merges) } else { None };
         let long_tokens = by_bytes.iter().filter(|(b, _)| b.len() > 15).map(|(b, &id)| (b.as_slice().into(), id)).collect();
         let mut model = BpeModel { vocab, by_bytes, short_tokens, long_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, char_start };
         if model.options.ignore_merges {
@@ -1398,11 +1399,10 @@ impl BpeModel {
         let first = out.len();
         if let (Some(key), false) = (key, self.byte_pairs.is_empty()) {
             // Byte level, at most 15 bytes (it has a key), and the byte-pair table is there.
-            // Three characters of three bytes or more (CJK) start from characters: three merges
-            // or more saved. Fewer or shorter ones (accented letters, Cyrillic) save less than
+            // Three characters of three bytes (CJK) start from characters: six merges saved. Fewer or shorter ones (accented letters, Cyrillic) save less than
             // the search for crossing tokens costs (random Latin-1 text: -6%).
             scratch.clear();
-            let wide_chars = || bytes.iter().filter(|&&b| b >= 0xE0).count() >= 3;
+            let wide_chars = || bytes.iter().filter(|&&b| (0xE0..0xF0).contains(&b)).count() >= 3;
             if bytes.len() >= 9 && wide_chars() && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache)) {
                 self.merge_short(scratch, None, &mut cache.pairs);
                 out.extend_from_slice(scratch);
@@ -1445,8 +1445,9 @@ impl BpeModel {
         }
         let Ok(text) = std::str::from_utf8(bytes) else { return false };
         let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
-        let table = start.chars.get_or_init(|| self.char_table());
-        start.mark_cut(text.as_bytes(), &mut cache.cut);
+        let Some(tables) = start.tables.get_or_init(|| CharTables::new(&self.vocab, self.char_table())) else { return false };
+        let table = &tables.chars;
+        tables.mark_cut(text.as_bytes(), &mut cache.cut);
         let mut p = 0;
         while p < bytes.len() {
             let b = bytes[p];
@@ -2557,7 +2558,7 @@ mod tests {
         chars.extend((0..24).map(|k| char::from_u32(0x4E00 + k * 3).unwrap().to_string()));
         chars.extend((0..16).map(|k| char::from_u32(0x0430 + k).unwrap().to_string()));
         let mut rand = lcg(11);
-        let mut cut_seen = 0;
+        let (mut cut_seen, mut fewer_symbols) = (0, 0);
         for round in 0..12 {
             let words: Vec<String> = (0..8).map(|_| (0..1 + rand(4)).map(|_| chars[rand(chars.len() as u64) as usize].as_str()).collect()).collect();
             let text = |rand: &mut dyn FnMut(u64) -> u64, n: usize| -> Vec<u8> {
@@ -2577,18 +2578,37 @@ mod tests {
             let by_ranks = BpeModel::from_ranks(tokens.clone(), None, vec![]).unwrap();
             for m in [&by_merges, &by_ranks] {
                 let start = m.char_start.as_ref().expect("learned merges are in order");
+                let mut cache = ChunkCache::new(m.uid);
                 for _ in 0..150 {
                     let n = 9 + rand(if round % 3 == 0 { 400 } else { 100 }) as usize;
                     let chunk = text(&mut rand, n);
                     assert_encodes_as_bytes_merge(m, &chunk);
-                    let mut cut = Vec::new();
-                    start.mark_cut(&chunk, &mut cut);
-                    cut_seen += cut.iter().map(|w| w.count_ones()).sum::<u32>();
+                    let mut symbols = Vec::new();
+                    assert!(m.char_symbols(start, &chunk, &mut symbols, &mut cache) || chunk.is_ascii());
+                    fewer_symbols += (symbols.len() < chunk.len()) as u32;
+                    cut_seen += cache.cut.iter().map(|w| w.count_ones()).sum::<u32>();
                 }
             }
         }
-        // The vocabularies had crossing tokens, and chunks had characters they cut.
+        // The vocabularies had crossing tokens, chunks had characters they cut, and most chunks
+        // did start from fewer symbols than bytes.
         assert!(cut_seen > 100, "{cut_seen} cut characters");
+        assert!(fewer_symbols > 3000, "{fewer_symbols} of 3600 chunks started from fewer symbols");
+    }
+
+    #[test]
+    fn no_start_from_characters_with_a_continuing_subword_prefix() {
+        // With a prefix, merging (l, ##y) makes l + y: the merged token is not the text it
+        // covers, so crossing tokens cannot be found in the chunk; merging starts from bytes.
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        for t in [&b"##"[..], b"##y", b"\xady", b"\xe4\xb8", "\u{4e2d}".as_bytes()] {
+            tokens.push((tokens.len() as u32, t.to_vec()));
+        }
+        let merges = [(35, 35), (256, 121), (0xad, 257), (0xe4, 0xb8), (259, 0xad)];
+        let options = BpeOptions { continuing_subword_prefix: Some("##".into()), ..BpeOptions::default() };
+        let m = BpeModel::new(tokens, &merges, None, vec![], options).unwrap();
+        assert!(m.char_start.is_none());
+        assert_encodes_as_bytes_merge(&m, "\u{4e2d}##yaaaaaaaaaa".as_bytes());
     }
 
     #[test]

@@ -19,23 +19,33 @@
 //! Until then the rest of the chunk does exactly what it would do next to the finished
 //! character, which touches nothing before that rank either. So merging from a start where
 //! every uncut character is already merged alone (and the cut ones, like ASCII, are bytes)
-//! goes through the same states at every rank from there on, and ends in the same tokens.
+//! goes through the same states at every rank from there on, and ends in the same tokens. (A
+//! character whose bytes merge alone into two tokens starts as those two: no merge joins them,
+//! and one joining either with a neighbour would make a crossing token that cuts it.)
 //! `BpeModel` uses this start only for models whose merges are in order (checked when the
-//! model is built: tiktoken's encodings and trained merges are) and chunks of valid UTF-8.
+//! model is built: tiktoken's encodings and trained merges are), without a continuing-subword
+//! prefix (with one, a merged token is not the text it covers), and for chunks of valid UTF-8.
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rustc_hash::FxHashMap;
 
-/// What a byte-level model needs to start merging from characters: the crossing tokens of its
-/// vocabulary, found in a chunk in one pass.
-#[derive(Debug, Clone)]
+/// Marks a byte-level model whose merges are in order (see the module comment); what it needs
+/// to start merging from characters is made on first use (a few milliseconds and 2-3 MB for
+/// o200k), so that a model that never sees such text never pays for it.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct CharStart {
-    /// None when the vocabulary has no crossing token.
+    /// None inside when the searcher could not be built (then merging starts from bytes).
+    pub(crate) tables: std::sync::OnceLock<Option<CharTables>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CharTables {
+    /// Finds the crossing tokens of the vocabulary in a chunk in one pass; None when merges
+    /// make none.
     crossing: Option<AhoCorasick>,
     /// The tokens of every character of 2 or 3 bytes (U+0080 to U+FFFF) merged alone, indexed
-    /// by code point: made on first use (a few milliseconds), so that a model that never sees
-    /// such text never pays for it. See `CharTokens`.
-    pub(crate) chars: std::sync::OnceLock<Vec<CharTokens>>,
+    /// by code point. See `CharTokens`.
+    pub(crate) chars: Vec<CharTokens>,
 }
 
 /// A character's tokens when its bytes are merged alone: one or two ids, or `AS_BYTES` when
@@ -52,30 +62,35 @@ pub(crate) const AS_BYTES: u32 = u32::MAX;
 pub(crate) const TABLE_CHARS: u32 = 0x1_0000;
 
 impl CharStart {
-    /// The start for a model with these tokens and merges ((left, right) -> (rank, new id)),
-    /// or None when the merges are not in order (some merge ranks at or before a merge that
-    /// makes one of its parts), where starting from characters could change results.
-    pub(crate) fn new(vocab: &[Option<Vec<u8>>], merges: &FxHashMap<(u32, u32), (u32, u32)>) -> Option<Self> {
+    /// The start for a model with these merges ((left, right) -> (rank, new id)), or None when
+    /// they are not in order (some merge ranks at or before a merge that makes one of its
+    /// parts), where starting from characters could change results.
+    pub(crate) fn new(n_tokens: usize, merges: &FxHashMap<(u32, u32), (u32, u32)>) -> Option<Self> {
         // made_at[id]: the highest rank of a merge that makes id (bytes: none).
-        let mut made_at: Vec<Option<u32>> = vec![None; vocab.len()];
+        let mut made_at: Vec<Option<u32>> = vec![None; n_tokens];
         for &(rank, id) in merges.values() {
             let m = made_at.get_mut(id as usize)?;
             *m = Some(m.map_or(rank, |r| r.max(rank)));
         }
         let made = |id: u32| made_at.get(id as usize).copied().flatten();
         let in_order = merges.iter().all(|(&(l, r), &(rank, _))| made(l).is_none_or(|m| m < rank) && made(r).is_none_or(|m| m < rank));
-        if !in_order {
-            return None;
-        }
+        in_order.then(CharStart::default)
+    }
+}
+
+impl CharTables {
+    /// The tables for a vocabulary, given each character's tokens merged alone; None if the
+    /// searcher cannot be built (a vocabulary of millions of crossing tokens).
+    pub(crate) fn new(vocab: &[Option<Vec<u8>>], chars: Vec<CharTokens>) -> Option<Self> {
         let crossing: Vec<&[u8]> = vocab.iter().flatten().map(Vec::as_slice).filter(|t| is_crossing(t)).collect();
         let crossing = if crossing.is_empty() {
             None
         } else {
             // All overlapping occurrences are needed (MatchKind::Standard); a DFA is the
-            // fastest searcher for a few hundred short patterns.
+            // fastest searcher for a few hundred short patterns (o200k: 794).
             Some(AhoCorasick::builder().match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::DFA)).build(&crossing).ok()?)
         };
-        Some(CharStart { crossing, chars: std::sync::OnceLock::new() })
+        Some(CharTables { crossing, chars })
     }
 
     /// Sets bit p of `cut` (one bit per byte of `chunk`, cleared and sized here) for the first
@@ -153,7 +168,7 @@ mod tests {
     fn marks_the_characters_an_occurrence_cuts() {
         // Tokens: " \xe5" (cuts the CJK character after a space), "\xad\xe5" (cuts both).
         let vocab: Vec<Option<Vec<u8>>> = vec![Some(b" \xe5".to_vec()), Some(b"\xad\xe5".to_vec()), Some(b"ab".to_vec())];
-        let start = CharStart::new(&vocab, &FxHashMap::default()).unwrap();
+        let start = CharTables::new(&vocab, Vec::new()).unwrap();
         let chunk = "x \u{5f88}\u{4e2d}\u{5f88}ab".as_bytes(); // x, space, 很 (e5 be 88), 中 (e4 b8 ad), 很, a, b
         let mut cut = Vec::new();
         start.mark_cut(chunk, &mut cut);
@@ -168,8 +183,26 @@ mod tests {
         let mut merges = FxHashMap::default();
         merges.insert((97, 98), (5, 256)); // a b -> ab at rank 5
         merges.insert((256, 99), (9, 257)); // ab c -> abc at rank 9: in order
-        assert!(CharStart::new(&vocab, &merges).is_some());
+        assert!(CharStart::new(vocab.len(), &merges).is_some());
         merges.insert((256, 99), (3, 257)); // abc before ab: out of order
-        assert!(CharStart::new(&vocab, &merges).is_none());
+        assert!(CharStart::new(vocab.len(), &merges).is_none());
+    }
+
+    #[test]
+    fn a_token_made_by_several_merges_counts_from_the_last() {
+        // abc made at ranks 3 ((ab, c)) and 10 ((a, bc)); (abc, d) at rank 5 comes before the
+        // second way to abc: out of order.
+        let mut vocab: Vec<Option<Vec<u8>>> = (0..=255u8).map(|b| Some(vec![b])).collect();
+        vocab.extend(["ab", "bc", "abc", "abcd"].map(|t| Some(t.as_bytes().to_vec())));
+        let (ab, bc, abc, abcd) = (256, 257, 258, 259);
+        let mut merges = FxHashMap::default();
+        merges.insert((97, 98), (0, ab));
+        merges.insert((98, 99), (1, bc));
+        merges.insert((ab, 99), (3, abc));
+        merges.insert((97, bc), (10, abc));
+        merges.insert((abc, 100), (11, abcd));
+        assert!(CharStart::new(vocab.len(), &merges).is_some());
+        merges.insert((abc, 100), (5, abcd));
+        assert!(CharStart::new(vocab.len(), &merges).is_none());
     }
 }
