@@ -355,20 +355,19 @@ impl ChunkCache {
     /// cost more to merge again).
     #[inline]
     fn get_long(&mut self, bytes: &[u8], out: &mut Vec<u32>, may_rest: bool) -> bool {
-        if !may_rest {
-            return self.copy_ids(self.long.get(bytes).copied(), out);
-        }
-        if self.long_skip > 0 {
+        if may_rest && self.long_skip > 0 {
             return false;
         }
-        self.long_probes += 1;
         let found = self.copy_ids(self.long.get(bytes).copied(), out);
-        self.long_hits += found as u32;
-        if self.long_probes == LONG_WINDOW {
-            if self.long_hits < LONG_MIN_HITS {
-                self.long_skip = LONG_REST;
+        if may_rest {
+            self.long_probes += 1;
+            self.long_hits += found as u32;
+            if self.long_probes == LONG_WINDOW {
+                if self.long_hits < LONG_MIN_HITS {
+                    self.long_skip = LONG_REST;
+                }
+                (self.long_probes, self.long_hits) = (0, 0);
             }
-            (self.long_probes, self.long_hits) = (0, 0);
         }
         found
     }
@@ -1393,29 +1392,28 @@ impl BpeModel {
         // often than words but at a higher cost each; so do the words of a character-level
         // model (which have no short key), whose merging costs more than at byte level.
         let cache_long = key.is_none() && bytes.len() <= LONG_CHUNK;
-        if cache_long && cache.get_long(bytes, out, self.options.level == Level::Byte) {
+        // At byte level the map of long chunks may rest (see `LONG_WINDOW`); the words of a
+        // character-level model cost more to merge again.
+        let long_may_rest = self.options.level == Level::Byte;
+        if cache_long && cache.get_long(bytes, out, long_may_rest) {
             return Ok(());
         }
         let first = out.len();
-        if let (Some(key), false) = (key, self.byte_pairs.is_empty()) {
-            // Byte level, at most 15 bytes (it has a key), and the byte-pair table is there.
-            // Three characters of three bytes (CJK) start from characters: six merges saved. Fewer or shorter ones (accented letters, Cyrillic) save less than
-            // the search for crossing tokens costs (random Latin-1 text: -6%).
-            scratch.clear();
-            let wide_chars = || bytes.iter().filter(|&&b| (0xE0..0xF0).contains(&b)).count() >= 3;
-            if bytes.len() >= 9 && wide_chars() && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache)) {
-                self.merge_short(scratch, None, &mut cache.pairs);
-                out.extend_from_slice(scratch);
-            } else {
-                self.merge_small(bytes, out, &mut cache.pairs);
-            }
-            cache.insert(key, &out[first..]);
+        // Byte-level chunks with characters of several bytes may start from whole characters:
+        // all of 16 bytes or more (they have no key), and shorter ones (at most 15 bytes: they
+        // have a key) with three characters of three bytes (CJK: six merges saved). Fewer or
+        // shorter ones (accented letters, Cyrillic) save less than the search for crossing
+        // tokens costs (random Latin-1 text: -6%); they are merged on fixed arrays.
+        let short = key.is_some() && !self.byte_pairs.is_empty();
+        let wide_chars = || bytes.len() >= 9 && bytes.iter().filter(|&&b| (0xE0..0xF0).contains(&b)).count() >= 3;
+        let try_chars = !short || wide_chars();
+        if short && !try_chars {
+            self.merge_small(bytes, out, &mut cache.pairs);
+            cache.insert(key.expect("a short chunk has a key"), &out[first..]);
             return Ok(());
         }
         scratch.clear();
-        // Byte-level chunks of 16 bytes or more (shorter ones have a key) with characters of
-        // several bytes may start from whole characters (the shorter ones: above).
-        let from_chars = key.is_none() && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache));
+        let from_chars = try_chars && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache));
         if !from_chars {
             scratch.clear();
             self.initial_symbols(bytes, scratch)?;
@@ -1429,7 +1427,7 @@ impl BpeModel {
         }
         if let Some(key) = key {
             cache.insert(key, &out[first..]);
-        } else if cache_long && !cache.long_rests(self.options.level == Level::Byte) {
+        } else if cache_long && !cache.long_rests(long_may_rest) {
             cache.insert_long(bytes, &out[first..]);
         }
         Ok(())
@@ -1443,11 +1441,13 @@ impl BpeModel {
         if bytes.is_ascii() {
             return false;
         }
-        let Ok(text) = std::str::from_utf8(bytes) else { return false };
+        if std::str::from_utf8(bytes).is_err() {
+            return false;
+        }
         let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
         let Some(tables) = start.tables.get_or_init(|| CharTables::new(&self.vocab, self.char_table())) else { return false };
         let table = &tables.chars;
-        tables.mark_cut(text.as_bytes(), &mut cache.cut);
+        tables.mark_cut(bytes, &mut cache.cut);
         let mut p = 0;
         while p < bytes.len() {
             let b = bytes[p];
