@@ -335,3 +335,19 @@ def test_chunk_caches_of_many_tokenizers_in_turn():
             ours, theirs = pair(name)
             for text in samples:
                 assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), name
+
+
+def test_random_latin1_then_words_identical():
+    """Random printable Latin-1 (the benchmark's worst case) makes chunks of 5 to 15 bytes that
+    never repeat, so those lengths rest: they are merged without the chunk cache or the
+    vocabulary. Words after them and a second noise part must keep every id, including chunks
+    that are whole tokens."""
+    rng = random.Random(11)
+    alphabet = [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xA0, 0x100)]
+    noise = "".join(rng.choice(alphabet) for _ in range(200_000))
+    words = " ".join(rng.choice(["tokenizer", "merging", "the", "Straße", "größte", "façade", "élève"]) for _ in range(20_000))
+    for name in ["cl100k_base", "o200k_base"]:
+        ours, theirs = pair(name)
+        toksmith._core.clear_chunk_caches()
+        for text in [noise + words + noise, words + noise]:
+            assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)

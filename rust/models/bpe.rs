@@ -5,7 +5,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::models::char_start::{utf8_len, CharStart, CharTables, CharTokens, AS_BYTES, ONE_TOKEN, TABLE_CHARS};
 use crate::pretokenize::Pretokenizer;
 use crate::special::{Piece, SpecialTokens};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -103,7 +103,7 @@ impl<'t> crate::pretokenize::ChunkSink<'t> for &mut ByteLevelSink<'_, '_, 't> {
         let at = chunk.as_ptr() as usize - self.text.as_ptr() as usize;
         let key = pack_short_within(self.text, at, chunk.len()).unwrap_or(0);
         // (Chunks of one or two bytes mostly do not ask the cache: see `merging_suffices_upto`.)
-        if key != 0 && chunk.len() >= 3 {
+        if key != 0 && chunk.len() >= 3 && self.cache.rest[chunk.len()] == 0 {
             self.cache.prefetch(key);
         }
         let (bytes, pending_key) = (self.pending, self.pending_key);
@@ -115,6 +115,10 @@ impl<'t> crate::pretokenize::ChunkSink<'t> for &mut ByteLevelSink<'_, '_, 't> {
 impl<'t> ByteLevelSink<'_, '_, 't> {
     #[inline(always)]
     fn encode(&mut self, bytes: &'t [u8], key: u128) {
+        if key != 0 && bytes.len() >= REST_FROM && self.cache.resting(bytes.len()) {
+            self.model.encode_resting(bytes, key, self.out, self.cache);
+            return;
+        }
         let key = (key != 0).then_some(key);
         if !bytes.is_empty() && !self.model.encode_common(bytes, key, self.out, self.cache) {
             self.model.encode_rest(bytes, key, self.out, self.scratch, self.cache, self.result);
@@ -187,7 +191,29 @@ struct ChunkCache {
     long_probes: u32,
     long_hits: u32,
     long_skip: u32,
+    /// Per length of a keyed chunk (3 to 15 bytes): such chunks seen in the current window,
+    /// how many of them were merged anew (the cache and the vocabulary did not have them), and
+    /// how many to merge next without asking (see `LENGTH_WINDOW`).
+    seen: [u16; 16],
+    merged: [u16; 16],
+    rest: [u32; 16],
 }
+
+/// Keyed chunks of `REST_FROM` to 15 bytes are counted per length over windows of this many;
+/// when at most `LENGTH_MAX_HITS` of a window were answered without merging (by the cache or
+/// the vocabulary), that length rests: its next `LENGTH_REST` chunks are merged without asking
+/// the cache or the vocabulary, and without filling the cache. In text whose chunks are all new
+/// (random letters), each of those probes and inserts is a miss of the CPU cache, and the
+/// inserts push the merge tables out of it: random Latin-1 text +19%. Real text never has such
+/// a window (English, Python, the Handbook's languages: 1 window in 47,000 of English at 1/16).
+const LENGTH_WINDOW: u16 = 1 << 6;
+const LENGTH_MAX_HITS: u16 = LENGTH_WINDOW / 16;
+const LENGTH_REST: u32 = 64 * LENGTH_WINDOW as u32;
+
+/// The shortest chunks that may rest. Shorter ones cost about as much to merge as to look up,
+/// and in random letters they do repeat, but only once the cache has filled: a length that
+/// rests while the cache is still cold would see few hits after its rest, and rest on.
+const REST_FROM: usize = 5;
 
 /// `index` is checked over windows of this many probes; below 1/64 hits in one, it is left
 /// alone (neither asked nor filled) for the next `INDEX_REST` probes.
@@ -215,7 +241,30 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0, long_probes: 0, long_hits: 0, long_skip: 0 }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0, long_probes: 0, long_hits: 0, long_skip: 0, seen: [0; 16], merged: [0; 16], rest: [0; 16] }
+    }
+
+    /// Whether a keyed chunk of `n` (3 to 15) bytes is merged without the cache (counting the
+    /// rest down); otherwise it is counted in its length's window.
+    #[inline(always)]
+    fn resting(&mut self, n: usize) -> bool {
+        if self.rest[n] > 0 {
+            self.rest[n] -= 1;
+            return true;
+        }
+        self.seen[n] += 1;
+        if self.seen[n] == LENGTH_WINDOW {
+            self.end_length_window(n);
+        }
+        false
+    }
+
+    #[inline(never)]
+    fn end_length_window(&mut self, n: usize) {
+        if self.merged[n] >= LENGTH_WINDOW - LENGTH_MAX_HITS {
+            self.rest[n] = LENGTH_REST;
+        }
+        (self.seen[n], self.merged[n]) = (0, 0);
     }
 
     #[inline]
@@ -338,6 +387,7 @@ impl ChunkCache {
         self.owner = owner;
         (self.probes, self.hits, self.skip) = (0, 0, 0);
         (self.long_probes, self.long_hits, self.long_skip) = (0, 0, 0);
+        (self.seen, self.merged, self.rest) = ([0; 16], [0; 16], [0; 16]);
         self.front.fill(FrontSet::default());
         self.clear_maps();
         self.pairs.clear();
@@ -734,6 +784,11 @@ pub struct BpeModel {
     merging_suffices_upto: usize,
     /// Byte level, when the merges are in order: merging may start from whole characters.
     char_start: Option<CharStart>,
+    /// Per length from `merging_suffices_upto + 1` to 15 bytes, made on first use: the keys of
+    /// the tokens of that length that merging their own bytes does not give back whole (with
+    /// `ignore_merges`, a chunk that is such a token encodes to it). Lets a chunk merged without
+    /// the cache (see `ChunkCache::resting`) skip the lookup in the whole vocabulary.
+    unmade: [std::sync::OnceLock<FxHashSet<u128>>; 16],
 }
 
 /// A byte-level model's tables, filled merge by merge while a trainer learns the merges (bytes
@@ -1067,7 +1122,7 @@ impl BpeModel {
         // Not with a continuing-subword prefix: merged tokens would not be the text they cover.
         let char_start = if options.level == Level::Byte && options.continuing_subword_prefix.is_none() { CharStart::new(vocab.len(), &merges) } else { None };
         let long_tokens = by_bytes.iter().filter(|(b, _)| b.len() > 15).map(|(b, &id)| (b.as_slice().into(), id)).collect();
-        let mut model = BpeModel { vocab, by_bytes, short_tokens, long_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, char_start };
+        let mut model = BpeModel { vocab, by_bytes, short_tokens, long_tokens, byte_ids, byte_pairs, pair_filter, merges, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, char_start, unmade: Default::default() };
         if model.options.ignore_merges {
             model.merging_suffices_upto = model.longest_tokens_merges_make(WHOLE_CHECK_BYTES);
         }
@@ -1152,7 +1207,7 @@ impl BpeModel {
         // For ranks-based models several splits share a rank (the token's id); keep the one
         // BPE actually uses, found by replaying the lower-ranked merges on the token's bytes.
         let mut out = Vec::new();
-        let mut seen = rustc_hash::FxHashSet::default();
+        let mut seen = FxHashSet::default();
         for &(rank, l, r) in &by_rank {
             if !seen.insert(rank) {
                 continue;
@@ -1331,8 +1386,49 @@ impl BpeModel {
     #[inline(never)]
     fn encode_rest(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache, result: &mut Result<()>) {
         if result.is_ok() {
-            *result = self.encode_uncommon(bytes, key, out, scratch, cache);
+            match self.encode_uncommon(bytes, key, out, scratch, cache) {
+                // Counted for the chunk's length (see `ChunkCache::resting`).
+                Ok(true) if key.is_some() && bytes.len() >= REST_FROM => cache.merged[bytes.len()] += 1,
+                Ok(_) => {}
+                Err(e) => *result = Err(e),
+            }
         }
+    }
+
+    /// A keyed chunk of 3 to 15 bytes whose length rests (see `ChunkCache::resting`): merged
+    /// on fixed arrays, without asking the cache or filling it. With `ignore_merges`, a chunk
+    /// that is a token merging does not make encodes to that token.
+    #[inline(never)]
+    fn encode_resting(&self, bytes: &[u8], key: u128, out: &mut Vec<u32>, cache: &mut ChunkCache) {
+        let first = out.len();
+        self.merge_small(bytes, out, &mut cache.pairs);
+        if out.len() - first > 1 && bytes.len() > self.merging_suffices_upto {
+            if self.unmade_tokens(bytes.len()).contains(&key) {
+                out.truncate(first);
+                out.push(self.short_tokens[&key]);
+            }
+        }
+    }
+
+    /// The keys of the tokens of `n` bytes (more than `merging_suffices_upto`, at most 15)
+    /// that merging their own bytes does not give back as one token (see `unmade`).
+    fn unmade_tokens(&self, n: usize) -> &FxHashSet<u128> {
+        self.unmade[n].get_or_init(|| {
+            let mut memo = PairMemo::new(12);
+            let mut merged = Vec::with_capacity(n);
+            self.short_tokens
+                .iter()
+                .filter(|&(&key, &id)| {
+                    (key >> 120) as usize == n && {
+                        let bytes = &self.vocab[id as usize].as_ref().expect("a token of the vocabulary")[..];
+                        merged.clear();
+                        self.merge_small(bytes, &mut merged, &mut memo);
+                        merged != [id]
+                    }
+                })
+                .map(|(&key, _)| key)
+                .collect()
+        })
     }
 
     /// The id of the token whose bytes are exactly `bytes`, if any.
@@ -1365,27 +1461,28 @@ impl BpeModel {
         if bytes.is_empty() || self.encode_common(bytes, key, out, cache) {
             return Ok(());
         }
-        self.encode_uncommon(bytes, key, out, scratch, cache)
+        self.encode_uncommon(bytes, key, out, scratch, cache).map(|_| ())
     }
 
-    /// `encode_chunk_keyed` for a chunk that `encode_common` did not answer.
+    /// `encode_chunk_keyed` for a chunk that `encode_common` did not answer. True when the
+    /// chunk was merged anew (no cache and not the vocabulary had it).
     #[inline(always)]
-    fn encode_uncommon(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<()> {
+    fn encode_uncommon(&self, bytes: &[u8], key: Option<u128>, out: &mut Vec<u32>, scratch: &mut Vec<u32>, cache: &mut ChunkCache) -> Result<bool> {
         if let Some(key) = key {
             if bytes.len() > self.merging_suffices_upto {
                 if let Some(&id) = self.short_tokens.get(&key) {
                     out.push(id);
                     cache.insert(key, &[id]);
-                    return Ok(());
+                    return Ok(false);
                 }
             }
             if cache.get_index(key, out) {
-                return Ok(());
+                return Ok(false);
             }
         } else if self.options.ignore_merges {
             if let Some(id) = self.whole_token(bytes) {
                 out.push(id);
-                return Ok(());
+                return Ok(false);
             }
         }
         // Longer chunks at byte level (the runs of Chinese or Japanese text) repeat too, less
@@ -1396,7 +1493,7 @@ impl BpeModel {
         // character-level model cost more to merge again.
         let long_may_rest = self.options.level == Level::Byte;
         if cache_long && cache.get_long(bytes, out, long_may_rest) {
-            return Ok(());
+            return Ok(false);
         }
         let first = out.len();
         // Byte-level chunks with characters of several bytes may start from whole characters:
@@ -1410,7 +1507,7 @@ impl BpeModel {
         if short && !try_chars {
             self.merge_small(bytes, out, &mut cache.pairs);
             cache.insert(key.expect("a short chunk has a key"), &out[first..]);
-            return Ok(());
+            return Ok(true);
         }
         scratch.clear();
         let from_chars = try_chars && self.char_start.as_ref().is_some_and(|start| self.char_symbols(start, bytes, scratch, cache));
@@ -1430,7 +1527,7 @@ impl BpeModel {
         } else if cache_long && !cache.long_rests(long_may_rest) {
             cache.insert_long(bytes, &out[first..]);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The symbols merging starts from when it starts from characters (see `CharStart`): the
@@ -2827,6 +2924,46 @@ mod tests {
         let m = BpeModel::new(tokens, &merges, Some(GPT2_PATTERN), vec![], opts).unwrap();
         assert_eq!(m.merging_suffices_upto, 2);
         assert_eq!(m.encode_words(["ab", "abc", "xy"]).unwrap(), vec![257, 258, 259]);
+    }
+
+    /// Text of new words makes their lengths rest (merged without the cache); what they encode
+    /// to stays what each word alone encodes to, also a word that is a token merging does not
+    /// make (with `ignore_merges`), met while its length rests.
+    #[test]
+    fn resting_lengths_encode_as_words_alone() {
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let mut merges = Vec::new();
+        for (l, r) in [(" ", "q"), ("a", "b"), ("c", "d"), ("ab", "cd"), (" q", "u")] {
+            let (l, r) = (tokens.iter().find(|t| t.1 == l.as_bytes()).unwrap().0, tokens.iter().find(|t| t.1 == r.as_bytes()).unwrap().0);
+            let joined = [tokens[l as usize].1.clone(), tokens[r as usize].1.clone()].concat();
+            merges.push((l, r));
+            tokens.push((tokens.len() as u32, joined));
+        }
+        // Six bytes, and merging gives " q" + "z" + ...: only its whole lookup finds it.
+        let unmade = tokens.len() as u32;
+        tokens.push((unmade, b" qzqzq".to_vec()));
+        let opts = BpeOptions { ignore_merges: true, ..Default::default() };
+        let m = BpeModel::new(tokens, &merges, Some(GPT2_PATTERN), vec![], opts).unwrap();
+        assert!(m.merging_suffices_upto < 6);
+        let mut rand = lcg(7);
+        let mut words: Vec<String> = (0..3000)
+            .map(|_| {
+                let len = 4 + rand(6) as usize;
+                " ".to_string() + &(0..len).map(|_| b"abcdquz"[rand(7) as usize] as char).collect::<String>()
+            })
+            .collect();
+        for i in (2000..3000).step_by(50) {
+            words[i] = " qzqzq".to_string();
+        }
+        let text: String = words.concat();
+        clear_chunk_caches();
+        let ids = m.encode_ordinary(&text).unwrap();
+        let rested = with_chunk_cache(m.uid, |c| c.rest[6]);
+        assert!(rested > 0, "six-byte words should rest by the end");
+        let alone: Vec<u32> = words.iter().flat_map(|w| m.encode_words([w.as_str()]).unwrap()).collect();
+        let first_difference = ids.iter().zip(&alone).position(|(a, b)| a != b);
+        assert!(ids.len() == alone.len() && first_difference.is_none(), "ids differ from word by word from id {first_difference:?}");
+        assert_eq!(ids.iter().filter(|&&id| id == unmade).count(), 20);
     }
 
     #[test]
