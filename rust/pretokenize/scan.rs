@@ -321,21 +321,21 @@ impl Text<'_> {
     fn o200k_general(&self, i: usize) -> usize {
         let (f, len) = self.at(i);
         // `P?` is greedy: each word form is tried with the char at i as the prefix, then (the
-        // engine backtracking) without. Marks are both in P and in U and W, so both can match.
-        // Both forms start with a U or W char, so when neither start has one (punctuation,
-        // symbols, digits, spaces), no word is tried.
-        let word_at = |k: usize| self.at(k).0 & (UPPER | LOWER) != 0;
-        let with_prefix = f & PREFIX != 0 && word_at(i + len);
-        let without = f & (UPPER | LOWER) != 0;
-        if with_prefix || without {
-            let starts = [with_prefix.then_some(i + len), without.then_some(i)];
-            for word in [Self::upper_then_lower, Self::upper_word] {
-                for k in starts.into_iter().flatten() {
-                    if let Some(end) = word(self, k) {
-                        return self.contraction(end, true).unwrap_or(end);
-                    }
-                }
-            }
+        // engine backtracking) without. Only a mark can be both the prefix and part of a word
+        // (marks are in P, U and W); from a mark the forms reach as far as from the char after
+        // it (it joins the U run, and is a W char itself), so starting at the mark gives what
+        // the first try gives, or what the second gives when the first fails. Both forms start
+        // with a U or W char, so when neither start has one (punctuation, symbols, digits,
+        // spaces), no word is tried.
+        let word_start = if f & (UPPER | LOWER) != 0 {
+            Some(i)
+        } else if f & PREFIX != 0 && self.at(i + len).0 & (UPPER | LOWER) != 0 {
+            Some(i + len)
+        } else {
+            None
+        };
+        if let Some(end) = word_start.and_then(|k| self.word_forms(k)) {
+            return self.contraction(end, true).unwrap_or(end);
         }
         if f & NUMBER != 0 {
             return self.run_max(i, NUMBER, 3);
@@ -431,11 +431,14 @@ impl Text<'_> {
         Some(self.o200k_spaces_end(i))
     }
 
-    /// `U*W+` from `k`, as the backtracking engine matches it. The greedy `U*` takes the whole
-    /// run of U chars; if a W char follows, `W+` takes the W run from there. Otherwise `U*`
-    /// gives chars back until `W+` can start, i.e. at the run's last W char (U and W overlap),
-    /// and `W+` stops right after it (the chars after it in the run are not W).
-    fn upper_then_lower(&self, k: usize) -> Option<usize> {
+    /// The end of the first word form that matches from `k`: `U*W+` as the backtracking engine
+    /// matches it, else `U+W*`. The greedy `U*` takes the whole run of U chars; if a W char
+    /// follows, `W+` takes the W run from there. Otherwise `U*` gives chars back until `W+` can
+    /// start, i.e. at the run's last W char (U and W overlap), and `W+` stops right after it.
+    /// When that fails too, the run has no W char and none follows it: `U+W*` is the run itself,
+    /// if it is not empty. One pass over the word for both forms.
+    #[inline(always)]
+    fn word_forms(&self, k: usize) -> Option<usize> {
         let (mut j, mut after_last_lower) = (k, None);
         loop {
             let (f, len) = self.at(j);
@@ -450,12 +453,6 @@ impl Text<'_> {
         if self.at(j).0 & LOWER != 0 {
             return Some(self.run(j, LOWER));
         }
-        after_last_lower
-    }
-
-    /// `U+W*` from `k`.
-    fn upper_word(&self, k: usize) -> Option<usize> {
-        let j = self.run(k, UPPER);
-        (j > k).then(|| self.run(j, LOWER))
+        after_last_lower.or((j > k).then_some(j))
     }
 }
