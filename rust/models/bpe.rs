@@ -1176,19 +1176,21 @@ impl BpeModel {
         let mut memo = PairMemo::new(12);
         let mut symbols = Vec::new();
         for (id, bytes) in self.tokens() {
-            if !(2..=upto).contains(&bytes.len()) {
-                continue;
-            }
-            symbols.clear();
-            let made = self.initial_symbols(bytes, &mut symbols).is_ok() && {
-                self.merge_short(&mut symbols, Some(bytes), &mut memo);
-                symbols == [id]
-            };
-            if !made {
+            if (2..=upto).contains(&bytes.len()) && !self.merging_gives_back(id, bytes, &mut symbols, &mut memo) {
                 upto = bytes.len() - 1;
             }
         }
         upto
+    }
+
+    /// Whether merging the bytes of token `id` (byte level) gives back that one token.
+    /// `symbols` is scratch space.
+    fn merging_gives_back(&self, id: u32, bytes: &[u8], symbols: &mut Vec<u32>, memo: &mut PairMemo) -> bool {
+        symbols.clear();
+        self.initial_symbols(bytes, symbols).is_ok() && {
+            self.merge_short(symbols, Some(bytes), memo);
+            *symbols == [id]
+        }
     }
 
     /// Reads a `.tiktoken` file (`base64(token) rank` per line) into a ranks model.
@@ -1461,18 +1463,10 @@ impl BpeModel {
     fn unmade_tokens(&self, n: usize) -> &FxHashSet<u128> {
         self.unmade[n].get_or_init(|| {
             let mut memo = PairMemo::new(12);
-            let mut merged = Vec::with_capacity(n);
-            self.short_tokens
-                .iter()
-                .filter(|&(&key, &id)| {
-                    (key >> 120) as usize == n && {
-                        let bytes = &self.vocab[id as usize].as_ref().expect("a token of the vocabulary")[..];
-                        merged.clear();
-                        self.merge_small(bytes, &mut merged, &mut memo);
-                        merged != [id]
-                    }
-                })
-                .map(|(&key, _)| key)
+            let mut symbols = Vec::with_capacity(n);
+            self.tokens()
+                .filter(|&(id, bytes)| bytes.len() == n && !self.merging_gives_back(id, bytes, &mut symbols, &mut memo))
+                .filter_map(|(_, bytes)| pack_short(bytes))
                 .collect()
         })
     }
