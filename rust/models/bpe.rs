@@ -2972,12 +2972,18 @@ mod tests {
     #[test]
     fn packed_merges_answer_as_the_map() {
         let mut rand = lcg(41);
-        for offset in [0u32, 256, 7] {
+        // Offsets: none, 256 (trained models), and one that wraps (ids below their ranks).
+        for offset in [0u32, 256, u32::MAX - 6] {
             let mut merges: FxHashMap<(u32, u32), (u32, u32)> = FxHashMap::default();
+            // Pairs with the largest ids a slot holds.
+            for pair in [(PACKED_MAX_ID, 1), (2, PACKED_MAX_ID), (PACKED_MAX_ID, PACKED_MAX_ID)] {
+                let rank = merges.len() as u32;
+                merges.insert(pair, (rank, rank.wrapping_add(offset)));
+            }
             while merges.len() < 5000 {
                 let pair = (rand(3000) as u32, rand(3000) as u32);
                 let rank = merges.len() as u32;
-                merges.entry(pair).or_insert((rank, rank + offset));
+                merges.entry(pair).or_insert((rank, rank.wrapping_add(offset)));
             }
             // Twenty more pairs whose first line is the last one: they must wrap to line 0.
             let probe = PackedMerges::new(&merges).unwrap();
@@ -2993,7 +2999,7 @@ mod tests {
             }
             for pair in extra.iter().copied() {
                 let rank = merges.len() as u32;
-                merges.insert(pair, (rank, rank + offset));
+                merges.insert(pair, (rank, rank.wrapping_add(offset)));
             }
             let packed = PackedMerges::new(&merges).unwrap();
             assert_eq!(packed.mask, probe.mask, "the extra pairs keep the size");
@@ -3010,11 +3016,17 @@ mod tests {
                 assert_eq!(packed.get(l, r), NO_MERGE);
             }
         }
-        // Not packed: ids that are not the rank plus one offset, or too large for a slot.
+        // No merges: one empty line.
+        let empty = PackedMerges::new(&FxHashMap::default()).unwrap();
+        assert_eq!(empty.get(1, 2), NO_MERGE);
+        // Not packed: ids that are not the rank plus one offset, ids or ranks too large for a slot.
         let uneven: FxHashMap<(u32, u32), (u32, u32)> = [((1, 2), (0, 300)), ((2, 3), (1, 302))].into_iter().collect();
         assert!(PackedMerges::new(&uneven).is_none());
         let large: FxHashMap<(u32, u32), (u32, u32)> = [((1, PACKED_MAX_ID + 1), (0, 300))].into_iter().collect();
         assert!(PackedMerges::new(&large).is_none());
+        let late = 1u32 << PACKED_RANK_BITS;
+        let high_rank: FxHashMap<(u32, u32), (u32, u32)> = [((1, 2), (late, late + 5))].into_iter().collect();
+        assert!(PackedMerges::new(&high_rank).is_none());
     }
 
     #[test]
@@ -3221,5 +3233,3 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::Format);
     }
 }
-
-

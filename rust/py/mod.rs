@@ -279,8 +279,8 @@ impl PyBpeModel {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
         // Texts go in groups, each group's ids in one buffer: one message and one allocation
         // per group, not per text. Result: (first text, its ids and the end of each text's).
-        // The ids are turned into the int objects the lists hold by the thread that encoded
-        // them: the thread with the GIL, which makes every list, then only copies them.
+        // The ids a helper encoded are turned into the int objects the lists hold by that
+        // helper: the thread with the GIL, which makes every list, then only copies them.
         type Group = (usize, Result<(Encoded, Vec<usize>), Error>);
         let table = ints::Ints::get(py, self.inner.vocab_len());
         let group = (texts.len() / 64).clamp(1, 32);
@@ -322,11 +322,13 @@ impl PyBpeModel {
             if result.is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            // A failed group's ids are dropped, not converted.
+            // A failed group's ids are dropped, not converted. This thread's own groups are not
+            // converted either: it makes their lists straight from the ids, in one pass instead
+            // of two (and without a buffer of addresses).
             let encoded = result.map(|()| {
                 let mut objects = Vec::new();
                 match table {
-                    Some(table) if table.objects_of(&ids, &mut objects) => (Encoded::Objects(objects), ends),
+                    Some(table) if helper && table.objects_of(&ids, &mut objects) => (Encoded::Objects(objects), ends),
                     _ => (Encoded::Ids(ids), ends),
                 }
             });
