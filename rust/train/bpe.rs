@@ -1302,13 +1302,14 @@ impl MergeLearner {
         let affected = self.pairs[shard_of(pair)].remove(&pair).map(|info| info.words).unwrap_or_default();
         let parts = (mailboxes.len() + 1).min(affected.len() / self.min_words_per_thread).max(1);
         self.scratch.resize_with(self.scratch.len().max(parts), Delta::default);
-        for delta in &mut self.scratch[..parts] {
-            for side in [&mut delta.left, &mut delta.right] {
-                side.cover(new_id as usize + 1);
-            }
-        }
         let (long, long_word) = (&self.long, self.long_word);
         let merge_run = |run: Run, delta: &mut Delta| {
+            // Each part's delta is cleared (of the last merge it served) and sized by the
+            // thread that fills it, so that its lines are in that core's cache, not the other's.
+            for side in [&mut delta.left, &mut delta.right] {
+                side.clear();
+                side.cover(new_id as usize + 1);
+            }
             let first = run.word_offset as u32;
             for (i, &w) in run.ids.iter().enumerate() {
                 // The words of a pair lie all over buffers of many megabytes: each would wait
@@ -1339,6 +1340,8 @@ impl MergeLearner {
             }
         };
         let runs = split_words(&mut self.words, &affected, parts);
+        // Fewer runs than asked for when there are few words: only their deltas were cleared.
+        let parts = runs.len();
         if parts == 1 {
             runs.into_iter().for_each(|run| merge_run(run, &mut self.scratch[0]));
         } else {
@@ -1350,12 +1353,12 @@ impl MergeLearner {
         self.scratch = deltas;
     }
 
-    /// Adds the changes of a merge's parts (in word order) to the table, queues the new pairs
-    /// and clears the parts. A pair is kept only while its count is at least the floor
-    /// (`min_frequency`, or higher: see `raise_floor`): the count of a pair never grows once the
-    /// merge that made it is over, so one below `min_frequency` can never be merged (and most new
-    /// pairs are rare: this saves tracking them at all); one below a raised floor is counted
-    /// again if it turns out to be needed (`recount`).
+    /// Adds the changes of a merge's parts (in word order) to the table and queues the new
+    /// pairs; the parts are cleared when next used (see `apply`). A pair is kept only while its
+    /// count is at least the floor (`min_frequency`, or higher: see `raise_floor`): the count of
+    /// a pair never grows once the merge that made it is over, so one below `min_frequency` can
+    /// never be merged (and most new pairs are rare: this saves tracking them at all); one below
+    /// a raised floor is counted again if it turns out to be needed (`recount`).
     fn absorb(&mut self, deltas: &mut [Delta], (a, b): Pair, new_id: u32, mailboxes: &[Handoff]) {
         // The first part's counts become the totals over all parts.
         let (first, rest) = deltas.split_first_mut().expect("a merge has at least one part");
@@ -1441,11 +1444,6 @@ impl MergeLearner {
         for pushes in &mut self.pushes {
             for (count, pair) in pushes.drain(..) {
                 self.queue.push(count, pair);
-            }
-        }
-        for d in deltas.iter_mut() {
-            for side in [&mut d.left, &mut d.right] {
-                side.clear();
             }
         }
     }
