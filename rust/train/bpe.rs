@@ -381,9 +381,8 @@ pub struct MergeLearner {
     queue: PairQueue,
     /// One per part of a merge, kept so that merges do not allocate them again.
     scratch: Vec<Delta>,
-    /// Per shard, the table changes of a merge, and the queue entries they make; kept likewise.
-    updates: Vec<Vec<PairUpdate>>,
-    pushes: Vec<Vec<(u64, Pair)>>,
+    /// Per shard, the table changes of a merge, and the queue entries they make.
+    changes: Vec<ShardChanges>,
     merges: Vec<Pair>,
     counts: Vec<u64>,
     /// Length of every symbol (bytes or characters), for `max_token_length`.
@@ -441,7 +440,7 @@ impl PairQueue {
 
     /// A queue of every pair of the table.
     fn of_table(pairs: &[PairShard]) -> Self {
-        Self::new(pairs.iter().flatten().map(|(&p, info)| (info.count, p)).collect())
+        Self::new(pairs.iter().flat_map(|shard| shard.iter()).map(|(&p, info)| (info.count, p)).collect())
     }
 
     fn push(&mut self, count: u64, pair: Pair) {
@@ -485,7 +484,34 @@ const PAIR_SHARDS: usize = 8;
 /// costs more than it saves: each change is about one cache miss, 0.1 µs).
 const MIN_PARALLEL_UPDATES: usize = 64;
 
-type PairShard = FxHashMap<Pair, PairInfo>;
+/// A shard of the pair table, on cache lines of its own: during a merge the shards are
+/// changed by different threads at once, and the maps' headers (item counts) side by side made
+/// each insert or remove on one thread evict a line that the other thread was changing too.
+#[repr(align(128))]
+#[derive(Default)]
+struct PairShard(FxHashMap<Pair, PairInfo>);
+
+impl std::ops::Deref for PairShard {
+    type Target = FxHashMap<Pair, PairInfo>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for PairShard {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// A merge's changes of one shard, and the queue entries they make; kept between merges (their
+/// memory) and, like the shards, on cache lines of their own.
+#[repr(align(128))]
+#[derive(Default, Clone)]
+struct ShardChanges {
+    updates: Vec<PairUpdate>,
+    pushes: Vec<(u64, Pair)>,
+}
 
 /// The shard of a pair. A mix of its own rather than the maps' hash, so that the pairs of one
 /// shard still spread over all of its map's buckets and control bits.
@@ -508,7 +534,9 @@ enum PairUpdate {
 /// What merging `(a, b)` into `new` changes in some words. Every occurrence with `x` on its left
 /// moves its count from `(x, a)` to `(x, new)`, and with `y` on its right from `(b, y)` to
 /// `(new, y)`: so the changes are counts per neighbour symbol (plus the words where the new
-/// pairs appear), kept in arrays indexed by symbol id rather than hashed.
+/// pairs appear), kept in arrays indexed by symbol id rather than hashed. Each on cache lines
+/// of its own: the parts of a merge fill theirs on different threads at once.
+#[repr(align(128))]
 #[derive(Default)]
 struct Delta {
     left: Side,
@@ -741,7 +769,7 @@ fn count_hashed_pairs(words: &Words, min_count: u64) -> Vec<PairShard> {
             let mut maps = maps.into_iter();
             let mut pairs = maps.next().unwrap_or_default();
             for part in maps {
-                for (key, info) in part {
+                for (key, info) in part.0 {
                     let total = pairs.entry(key).or_default();
                     total.count += info.count;
                     total.words.extend_from_slice(&info.words);
@@ -861,7 +889,7 @@ fn kept_byte_pair(count: u64, min_count: u64) -> bool {
 
 /// The pair table of the byte pairs given densely (the pair of index `i` first) that are kept.
 fn byte_pair_table(infos: impl Iterator<Item = PairInfo>, min_count: u64) -> Vec<PairShard> {
-    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| PairShard::default()).collect();
     for (i, info) in infos.enumerate() {
         if kept_byte_pair(info.count, min_count) {
             let pair = ((i >> 8) as u32, (i & 255) as u32);
@@ -879,7 +907,7 @@ fn runs_per_thread(n: usize) -> Vec<std::ops::Range<usize>> {
 
 /// The pairs of words `range`: counts and ascending word lists, in shards (see `shard_of`).
 fn count_pairs(words: &Words, range: std::ops::Range<usize>) -> Vec<PairShard> {
-    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| FxHashMap::default()).collect();
+    let mut pairs: Vec<PairShard> = (0..PAIR_SHARDS).map(|_| PairShard::default()).collect();
     for w in range {
         for p in words.get(w).windows(2) {
             if p[0] != BARRIER && p[1] != BARRIER {
@@ -1015,8 +1043,7 @@ impl MergeLearner {
             pairs,
             queue,
             scratch: Vec::new(),
-            updates: vec![Vec::new(); PAIR_SHARDS],
-            pushes: vec![Vec::new(); PAIR_SHARDS],
+            changes: vec![ShardChanges::default(); PAIR_SHARDS],
             merges: Vec::new(),
             counts: Vec::new(),
             length: lengths,
@@ -1385,7 +1412,7 @@ impl MergeLearner {
                     continue;
                 }
                 let pair = if is_left { (sym, new_id) } else { (new_id, sym) };
-                self.updates[shard_of(pair)].push(PairUpdate::New { pair, count: n, sym, left: is_left });
+                self.changes[shard_of(pair)].updates.push(PairUpdate::New { pair, count: n, sym, left: is_left });
                 total += 1;
             }
         }
@@ -1396,13 +1423,14 @@ impl MergeLearner {
                     continue;
                 }
                 let pair = if is_left { (sym, a) } else { (b, sym) };
-                self.updates[shard_of(pair)].push(PairUpdate::Fewer { pair, by });
+                self.changes[shard_of(pair)].updates.push(PairUpdate::Fewer { pair, by });
                 total += 1;
             }
         }
         let floor = self.table_floor;
         let deltas_read: &[Delta] = deltas;
-        let update_shard = |(shard, (updates, pushes)): (&mut PairShard, (&mut Vec<PairUpdate>, &mut Vec<(u64, Pair)>))| {
+        let update_shard = |(shard, changes): (&mut PairShard, &mut ShardChanges)| {
+            let ShardChanges { updates, pushes } = changes;
             for update in updates.drain(..) {
                 match update {
                     PairUpdate::New { pair, count, sym, left } => {
@@ -1430,7 +1458,7 @@ impl MergeLearner {
             // The shards in one group per thread.
             let shards_per_thread = PAIR_SHARDS.div_ceil(mailboxes.len() + 1);
             let mut groups: Vec<Vec<_>> = Vec::with_capacity(mailboxes.len() + 1);
-            for (k, shard) in self.pairs.iter_mut().zip(self.updates.iter_mut().zip(self.pushes.iter_mut())).enumerate() {
+            for (k, shard) in self.pairs.iter_mut().zip(self.changes.iter_mut()).enumerate() {
                 if k % shards_per_thread == 0 {
                     groups.push(Vec::with_capacity(shards_per_thread));
                 }
@@ -1438,11 +1466,11 @@ impl MergeLearner {
             }
             run_parts(mailboxes, groups, &|group: Vec<_>| group.into_iter().for_each(update_shard));
         } else {
-            self.pairs.iter_mut().zip(self.updates.iter_mut().zip(self.pushes.iter_mut())).for_each(update_shard);
+            self.pairs.iter_mut().zip(self.changes.iter_mut()).for_each(update_shard);
         }
         // The queue's order depends only on the (count, pair) entries, not on their order.
-        for pushes in &mut self.pushes {
-            for (count, pair) in pushes.drain(..) {
+        for changes in &mut self.changes {
+            for (count, pair) in changes.pushes.drain(..) {
                 self.queue.push(count, pair);
             }
         }
@@ -1786,7 +1814,7 @@ mod tests {
         let words: Vec<(Vec<u32>, u64)> = (0..3000).map(|_| ((0..1 + rand(12)).map(|_| [0, 7, 97, 98, 255][rand(5) as usize]).collect(), 1 + rand(4))).collect();
         let words = Words::new(words).unwrap();
         let table = |shards: Vec<PairShard>| -> Vec<(Pair, u64, Vec<u32>)> {
-            let mut all: Vec<(Pair, u64, Vec<u32>)> = shards.into_iter().flatten().map(|(p, i)| (p, i.count, i.words)).collect();
+            let mut all: Vec<(Pair, u64, Vec<u32>)> = shards.into_iter().flat_map(|shard| shard.0).map(|(p, i)| (p, i.count, i.words)).collect();
             all.sort();
             all
         };
