@@ -8,7 +8,7 @@ use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::{LiteralMatcher, SpecialTokens};
-use crate::train::bpe::{char_words, count_chunks, ChunkCounts, Constraints, MergeLearner, Words};
+use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use crate::train::read::{read_block_into, split_safe};
 use std::path::PathBuf;
@@ -510,26 +510,15 @@ struct ReadAhead {
     path: PathBuf,
     offset: u64,
     size: usize,
-    reader: std::thread::JoinHandle<Result<(String, u64), Error>>,
+    block: Result<(String, u64), Error>,
 }
 
 impl ReadAhead {
-    /// Starts reading the block of `path` at `offset` (before the file's end); None if no
-    /// thread can be started (the block is then read when it is asked for).
-    fn start(path: &std::path::Path, offset: u64, size: usize, buffer: Vec<u8>) -> Option<ReadAhead> {
-        let p = path.to_path_buf();
-        let reader =
-            std::thread::Builder::new().name("toksmith-read".into()).spawn(move || read_block_into(&p, offset, size, buffer)).ok()?;
-        Some(ReadAhead { path: path.to_path_buf(), offset, size, reader })
-    }
-
     /// The block at `offset`: the one read ahead if it is that one, else read now (into
     /// `buffer`).
     fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
         match ahead {
-            Some(a) if a.path == path && a.offset == offset && a.size == size => {
-                a.reader.join().unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))))
-            }
+            Some(a) if a.path == path && a.offset == offset && a.size == size => a.block,
             _ => read_block_into(path, offset, size, std::mem::take(buffer)),
         }
     }
@@ -589,19 +578,25 @@ impl PyBpeTrainer {
             guard(|| {
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, spare)?;
                 let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
-                // With several threads, the next block is read while this one is counted:
-                // reading is otherwise the one part of counting that no other thread shares.
-                // With one, nothing runs beside the caller: `num_threads=1` means one thread.
+                // With several threads, one of them reads the next block while the others
+                // count this one: reading is otherwise the one part of counting that no other
+                // thread shares. With one, the next block is read when it is asked for.
                 // Two buffers take turns: the one counted last is read into next.
-                if threads != Some(1) && more {
-                    *read_ahead = ReadAhead::start(&path, next, size, std::mem::take(spare));
-                }
+                let buffer = std::sync::Mutex::new(std::mem::take(spare));
+                let ahead = std::sync::Mutex::new(None);
                 with_threads(threads, || {
+                    let read_next = || {
+                        if more && rayon::current_num_threads() > 1 {
+                            let buffer = std::mem::take(&mut *buffer.lock().unwrap_or_else(|e| e.into_inner()));
+                            *ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(read_block_into(&path, next, size, buffer));
+                        }
+                    };
                     // Small pieces (about 256 KB), so that threads finishing early find work;
                     // their size does not change the tables (see `count_chunks`).
                     let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
-                    counts.add_tallies(&count_chunks(&pieces, pre, sp)?)
+                    counts.add_tallies(&count_chunks_beside(&pieces, pre, sp, &read_next)?)
                 })??;
+                *read_ahead = ahead.into_inner().unwrap_or_else(|e| e.into_inner()).map(|block| ReadAhead { path: path.clone(), offset: next, size, block });
                 // Kept for the next block of this file only: at its end the buffer goes (it is
                 // outside `max_memory`).
                 *spare = if more { text.into_bytes() } else { Vec::new() };

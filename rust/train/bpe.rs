@@ -121,9 +121,22 @@ pub fn unpack_short(key: u128) -> ([u8; 16], usize) {
 /// per rayon split, 2 threads made 3 times as many tables as one, with 45% more entries in all.
 /// And the texts can be small, so that no thread waits long for another's last one.
 pub fn count_chunks<'t>(texts: &[&'t str], pretokenizer: &Pretokenizer, specials: &SpecialTokens) -> Result<Vec<ChunkTally<'t>>> {
+    count_chunks_beside(texts, pretokenizer, specials, &|| {})
+}
+
+/// `count_chunks`, with `beside` run once by the first thread to start, while the others
+/// count: the threads take texts as they come free, so that thread counts less. (Reading the
+/// next block of a file there, instead of on a thread of its own, keeps to the pool's threads:
+/// a reader beside them took cores from the counting threads at random, and a thread held up
+/// holds up the step.)
+pub fn count_chunks_beside<'t>(texts: &[&'t str], pretokenizer: &Pretokenizer, specials: &SpecialTokens, beside: &(dyn Fn() + Sync)) -> Result<Vec<ChunkTally<'t>>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
+    let beside_taken = AtomicBool::new(false);
     let count_some = |_: rayon::BroadcastContext| -> Result<Vec<ChunkTally<'t>>> {
+        if !beside_taken.swap(true, Ordering::Relaxed) {
+            beside();
+        }
         let mut tables = Vec::new();
         let (mut counts, mut covered): (ChunkTally<'t>, usize) = Default::default();
         while !failed.load(Ordering::Relaxed) {
