@@ -303,7 +303,7 @@ impl Words {
         // groups before it: no serial copy of the whole corpus afterwards.
         // Per group: its symbols and its longest chunk.
         let (sizes, longest): (Vec<usize>, Vec<usize>) =
-            groups.iter().map(|g| g.iter().fold((0, 0), |(sum, max), (c, _)| (sum + c.len(), max.max(c.len())))).unzip();
+            groups.par_iter().map(|g| g.iter().fold((0, 0), |(sum, max), (c, _)| (sum + c.len(), max.max(c.len())))).unzip();
         let (n_words, n_symbols): (usize, usize) = (groups.iter().map(Vec::len).sum(), sizes.iter().sum());
         // The records are checked here (length and end of the last word), so that writing them
         // below cannot fail.
@@ -1081,6 +1081,7 @@ impl MergeLearner {
 
     fn long_words(words: &Words, long_word: usize) -> FxHashMap<u32, std::sync::Mutex<LongWord>> {
         (0..words.len())
+            .into_par_iter()
             .filter(|&w| words.info[w].len() as usize >= long_word)
             .map(|w| (w as u32, std::sync::Mutex::new(LongWord::new(words.get(w)))))
             .collect()
