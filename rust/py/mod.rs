@@ -70,6 +70,9 @@ fn token_list(tokens: Vec<(u32, TokenBytes)>) -> Vec<(u32, Vec<u8>)> {
 /// Bytes of a file block counted as one piece of work (see `add_file_block`).
 const COUNT_PIECE_BYTES: usize = 256 << 10;
 
+/// Bytes of a file's first block, when several threads count it (see `add_file_block`).
+const FIRST_BLOCK_BYTES: usize = 1 << 20;
+
 /// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None). Pools are
 /// made once per size and kept: starting threads on every batch call would cost more than
 /// encoding a small batch.
@@ -515,11 +518,11 @@ struct ReadAhead {
 
 impl ReadAhead {
     /// The block at `offset`: the one read ahead if it is that one, else read now (into
-    /// `buffer`).
-    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
+    /// `buffer`), only `now_size` bytes of it.
+    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, now_size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
         match ahead {
             Some(a) if a.path == path && a.offset == offset && a.size == size => a.block,
-            _ => read_block_into(path, offset, size, std::mem::take(buffer)),
+            _ => read_block_into(path, offset, now_size, std::mem::take(buffer)),
         }
     }
 }
@@ -576,7 +579,10 @@ impl PyBpeTrainer {
         let (read_ahead, spare) = (&mut self.read_ahead, &mut self.spare_block);
         py.allow_threads(|| {
             guard(|| {
-                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, spare)?;
+                // With several threads, a block not read ahead (a file's first) is read short:
+                // no other thread has work while it is read.
+                let now_size = if threads == Some(1) { size } else { size.min(FIRST_BLOCK_BYTES) };
+                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare)?;
                 let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
                 // With several threads, one of them reads the next block while the others
                 // count this one: reading is otherwise the one part of counting that no other
