@@ -581,7 +581,11 @@ impl PyBpeTrainer {
             guard(|| {
                 // With several threads, a block not read ahead (a file's first) is read short:
                 // no other thread has work while it is read.
-                let now_size = if threads == Some(1) { size } else { size.min(FIRST_BLOCK_BYTES) };
+                let pool_threads = match threads {
+                    None | Some(0) => rayon::current_num_threads(), // the global pool's
+                    Some(n) => n,
+                };
+                let now_size = if pool_threads > 1 { size.min(FIRST_BLOCK_BYTES) } else { size };
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare)?;
                 let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
                 // With several threads, one of them reads the next block while the others
