@@ -166,6 +166,35 @@ def test_plain_files_read_in_rust_count_like_the_python_reader(tmp_path):
         trainers.FILE_BLOCK_BYTES = old
 
 
+def test_file_blocks_of_changing_sizes_count_every_byte_once(tmp_path):
+    """Blocks read ahead are used only when they are the block asked for: a caller changing the
+    block size at every call (so that no block read ahead fits) counts the same chunks as one
+    reading the file in equal blocks, on 1 and 2 threads (2: the first block of each is read
+    short, the others ahead)."""
+    from toksmith import _core
+    from toksmith.patterns import resolve
+
+    data = "".join(t + "\n" for t in corpus(6, 300)).encode()
+    (tmp_path / "a.txt").write_bytes(data)
+
+    def counts(threads, sizes):
+        trainer = _core.BpeTrainer(resolve("o200k")[1], [], num_threads=threads)
+        offset, calls = 0, 0
+        while offset < len(data):
+            offset = trainer.add_file_block(str(tmp_path / "a.txt"), offset, sizes[calls % len(sizes)])
+            calls += 1
+        out = tmp_path / f"counts-{threads}-{len(sizes)}.tsv"
+        trainer.write_counts(str(out))
+        return out.read_text(encoding="utf-8"), calls
+
+    whole, _ = counts(1, [len(data) + 1])
+    assert whole.count("\n") > 20
+    for threads in (1, 2):
+        for sizes in ([500], [300, 900, 120]):
+            got, calls = counts(threads, sizes)
+            assert calls > 5 and got == whole, (threads, sizes)
+
+
 def test_max_chars_per_doc():
     texts = ["abc " * 100, "xyz " * 100]
     cut = toksmith.train(texts, vocab_size=300, max_chars_per_doc=8, min_frequency=1)

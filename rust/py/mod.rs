@@ -70,7 +70,8 @@ fn token_list(tokens: Vec<(u32, TokenBytes)>) -> Vec<(u32, Vec<u8>)> {
 /// Bytes of a file block counted as one piece of work (see `add_file_block`).
 const COUNT_PIECE_BYTES: usize = 256 << 10;
 
-/// Bytes of a file's first block, when several threads count it (see `add_file_block`).
+/// Bytes read of a block that was not read ahead (a file's first), when several threads count
+/// it: no thread has other work while it is read (see `add_file_block`).
 const FIRST_BLOCK_BYTES: usize = 1 << 20;
 
 /// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None). Pools are
@@ -500,15 +501,15 @@ struct PyBpeTrainer {
     learner: Option<MergeLearner>,
     /// Whether the learner started from bytes (`start("byte")`): ids 0-255 are the bytes.
     from_bytes: bool,
-    /// The next block of the file being counted, read on a thread of its own meanwhile (one
-    /// thread beyond `num_threads`, copying from the page cache; its block, 8 MiB, is outside
-    /// `max_memory`, which bounds the counts).
+    /// The next block of the file being counted, read by one of the trainer's threads while
+    /// the others counted the block before (its 8 MiB are outside `max_memory`, which bounds
+    /// the counts).
     read_ahead: Option<ReadAhead>,
     /// The buffer of the last block counted, for the next block to be read into.
     spare_block: Vec<u8>,
 }
 
-/// A block being read in the background: which one, and the thread reading it.
+/// A block read ahead (or the error reading it gave): which one, and its text and end.
 struct ReadAhead {
     path: PathBuf,
     offset: u64,
@@ -522,7 +523,15 @@ impl ReadAhead {
     fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, now_size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
         match ahead {
             Some(a) if a.path == path && a.offset == offset && a.size == size => a.block,
-            _ => read_block_into(path, offset, now_size, std::mem::take(buffer)),
+            other => {
+                // Not the block asked for (the caller moved on): its buffer is read into.
+                if let Some(Ok((text, _))) = other.map(|a| a.block) {
+                    if buffer.capacity() < text.capacity() {
+                        *buffer = text.into_bytes();
+                    }
+                }
+                read_block_into(path, offset, now_size, std::mem::take(buffer))
+            }
         }
     }
 }
@@ -570,9 +579,10 @@ impl PyBpeTrainer {
         })
     }
 
-    /// Counts a block of a plain-text file: at least `size` bytes from byte `offset`, cut at a
-    /// safe point (see `train::read`); returns where the next block starts. Reading, decoding
-    /// and counting all happen here, on the trainer's threads, with the GIL released.
+    /// Counts a block of a plain-text file: about `size` bytes from byte `offset` (only
+    /// `FIRST_BLOCK_BYTES` of a block not read ahead, on several threads), cut at a safe point
+    /// (see `train::read`); returns where the next block starts, for the next call. Reading,
+    /// decoding and counting all happen here, on the trainer's threads, with the GIL released.
     fn add_file_block(&mut self, py: Python<'_>, path: PathBuf, offset: u64, size: usize) -> PyResult<u64> {
         let (pre, sp, threads) = (&self.pretokenizer, &self.specials, self.num_threads);
         let counts = &mut self.counts;
@@ -598,7 +608,11 @@ impl PyBpeTrainer {
                     let read_next = || {
                         if more && rayon::current_num_threads() > 1 {
                             let buffer = std::mem::take(&mut *buffer.lock().unwrap_or_else(|e| e.into_inner()));
-                            *ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(read_block_into(&path, next, size, buffer));
+                            // A panic while reading fails the call that needs the block, as an
+                            // error would, not this one.
+                            let block = catch_unwind(AssertUnwindSafe(|| read_block_into(&path, next, size, buffer)))
+                                .unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))));
+                            *ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(block);
                         }
                     };
                     // Small pieces (about 256 KB), so that threads finishing early find work;
@@ -640,7 +654,10 @@ impl PyBpeTrainer {
     #[allow(clippy::too_many_arguments)]
     fn start(&mut self, py: Python<'_>, level: &str, min_frequency: u64, max_token_length: Option<u32>, limit_alphabet: Option<usize>, end_of_word_suffix: &str, build_model: bool) -> PyResult<Option<Vec<String>>> {
         let (counts, threads) = (&mut self.counts, self.num_threads);
-        self.spare_block = Vec::new(); // no more blocks to read: its 8 MiB go before the words come
+        // No more blocks to read: their 8 MiB go before the words come (a block read ahead is
+        // left when the caller stopped reading a file before its end).
+        self.spare_block = Vec::new();
+        self.read_ahead = None;
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
                 with_threads(threads, || match level {
@@ -691,6 +708,7 @@ impl PyBpeTrainer {
     ) -> PyResult<()> {
         let (counts, threads) = (&mut self.counts, self.num_threads);
         self.spare_block = Vec::new();
+        self.read_ahead = None;
         let tokens = token_list(tokens);
         let learner = py.allow_threads(|| {
             guard(|| {
