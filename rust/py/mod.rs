@@ -598,6 +598,7 @@ impl PyBpeTrainer {
                 let now_size = if pool_threads > 1 { size.min(FIRST_BLOCK_BYTES) } else { size };
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare)?;
                 let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
+                let read_next_here = more && pool_threads > 1;
                 // With several threads, one of them reads the next block while the others
                 // count this one: reading is otherwise the one part of counting that no other
                 // thread shares. With one, the next block is read when it is asked for.
@@ -606,7 +607,7 @@ impl PyBpeTrainer {
                 let ahead = std::sync::Mutex::new(None);
                 with_threads(threads, || {
                     let read_next = || {
-                        if more && rayon::current_num_threads() > 1 {
+                        if read_next_here {
                             let buffer = std::mem::take(&mut *buffer.lock().unwrap_or_else(|e| e.into_inner()));
                             // A panic while reading fails the call that needs the block, as an
                             // error would, not this one.
