@@ -9,6 +9,7 @@ One string's path through ``encode``: special tokens the caller allowed are cut 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -192,7 +193,7 @@ class Tokenizer:
         if dropout is not None:
             return self._encode_dropout(text, allowed, dropout, seed, dropout_mode)
         if self._pipeline is not None:
-            return self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=add_special_tokens)
+            return self._pipeline.encode(_valid_text(text), allowed_special=allowed, add_special_tokens=add_special_tokens)
         with _text_errors():
             return self._model.encode(text, [self.special_tokens[s] for s in allowed])
 
@@ -219,9 +220,9 @@ class Tokenizer:
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes ``text`` treating special-token strings as plain text (no template tokens)."""
         if self._pipeline is not None:
-            if not isinstance(text, str):
-                raise EncodeError(f"encode takes a str, not {type(text).__name__}")
-            return self._pipeline.encode(text, add_special_tokens=False)
+            return self._pipeline.encode(_valid_text(text), add_special_tokens=False)
+        if not isinstance(text, str):
+            raise EncodeError(f"encode takes a str, not {type(text).__name__}; decode bytes first (e.g. data.decode('utf-8'))")
         with _text_errors():
             return self._model.encode_ordinary(text)
 
@@ -244,6 +245,7 @@ class Tokenizer:
         if not texts:
             return []
         if self._pipeline is not None:
+            texts = [_valid_text(t) for t in texts]
             with _text_errors():
                 return self._pipeline.encode_batch(texts, allowed_special=allowed, add_special_tokens=add_special_tokens,
                                                    num_threads=num_threads)
@@ -253,45 +255,74 @@ class Tokenizer:
     # ------------------------------------------------------------------ counting and budgets
 
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
-              disallowed_special: AllowedSpecial = "all") -> int:
-        """The number of tokens ``encode`` would give, without building the list."""
+              disallowed_special: AllowedSpecial = "all", add_special_tokens: bool = True) -> int:
+        """The number of tokens ``encode`` would give (with the same options), without building
+        the list."""
         allowed = self._check_specials(text, allowed_special, disallowed_special)
         if self._pipeline is not None:
-            return len(self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=False))
+            return len(self._pipeline.encode(_valid_text(text), allowed_special=allowed, add_special_tokens=add_special_tokens))
         with _text_errors():
             return self._model.count(text, [self.special_tokens[s] for s in allowed])
 
     def count_till_limit(self, text: str, limit: int, *, allowed_special: AllowedSpecial = frozenset(),
-                         disallowed_special: AllowedSpecial = "all") -> int | None:
-        """The number of tokens if it is at most ``limit``, else None; encoding stops as soon as
-        the limit is passed, so a huge text over a small limit costs little."""
-        if not isinstance(limit, int) or limit < 0:
+                         disallowed_special: AllowedSpecial = "all", add_special_tokens: bool = True) -> int | None:
+        """The number of tokens (as :meth:`count`) if it is at most ``limit``, else None; encoding
+        stops as soon as the limit is passed, so a huge text over a small limit costs little."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise EncodeError(f"limit must be a non-negative int, not {limit!r}")
         allowed = self._check_specials(text, allowed_special, disallowed_special)
         if self._pipeline is not None:
-            n = len(self._pipeline.encode(text, allowed_special=allowed, add_special_tokens=False))
+            n = len(self._pipeline.encode(_valid_text(text), allowed_special=allowed, add_special_tokens=add_special_tokens))
             return n if n <= limit else None
         with _text_errors():
-            return self._model.count_till_limit(text, [self.special_tokens[s] for s in allowed], limit)
+            # (A limit past what any text can reach is no limit: the Rust side takes 64 bits.)
+            return self._model.count_till_limit(text, [self.special_tokens[s] for s in allowed], min(limit, 2**63))
 
     def truncate(self, text: str, max_tokens: int, *, allowed_special: AllowedSpecial = frozenset(),
-                 disallowed_special: AllowedSpecial = "all") -> str:
-        """The longest prefix of ``text``, cut at a character boundary, that encodes to at most
-        ``max_tokens`` tokens (the prefix is re-encoded on its own, so the bound holds exactly)."""
-        if not isinstance(max_tokens, int) or max_tokens < 0:
+                 disallowed_special: AllowedSpecial = "all", add_special_tokens: bool = True) -> str:
+        """The longest prefix of ``text``, cut at a character boundary, that encodes (re-encoded on
+        its own, with the same options) to at most ``max_tokens`` tokens.
+
+        A prefix's encoding is not always a prefix of the text's (the pre-tokenizer sees where the
+        prefix ends: ``"  a"`` is ``" "`` + ``" a"``, but ``"  "`` alone is one token), and a
+        longer prefix can even take fewer tokens than a shorter one. So every cut from the end
+        of the text's first ``max_tokens - 1`` tokens to the end of its first ``max_tokens + 2``
+        is tried, longest first, and the longest that fits is kept (a cut further on keeps at
+        least ``max_tokens + 1`` of the text's tokens, unless one chunk of the pre-tokenizer
+        spans them all and merges differently when cut short: such a cut is not looked for)."""
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise EncodeError(f"max_tokens must be a non-negative int, not {max_tokens!r}")
-        kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+        kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special,
+                      add_special_tokens=add_special_tokens)
         if self.count_till_limit(text, max_tokens, **kwargs) is not None:
             return text
-        ids = self.encode(text, **kwargs)[:max_tokens]
-        # Characters fully covered by the first max_tokens tokens.
-        end = len(self.decode_bytes(ids).decode("utf-8", errors="ignore"))
-        end = min(end, len(text))
-        # Encoding a prefix alone can differ from the prefix of the encoding at the cut (the
-        # pre-tokenizer sees the text end); back off a character at a time until it fits.
-        while end > 0 and self.count_till_limit(text[:end], max_tokens, **kwargs) is None:
-            end -= 1
-        return text[:end]
+        # Where the text's own tokens end, in characters (template tokens are not in the text),
+        # from a prefix long enough that its last chunks, which may encode differently cut short,
+        # lie past the tokens needed: not the whole of a long text for a small budget.
+        needed, size = max_tokens + 16, max(256, 8 * (max_tokens + 16))
+        while True:
+            ids = self.encode(text[:size], allowed_special=allowed_special, disallowed_special=disallowed_special,
+                              add_special_tokens=False)
+            if len(ids) >= needed or size >= len(text):
+                break
+            size *= 2
+
+        def chars_of(n: int) -> int:
+            return min(len(self.decode_bytes(ids[:max(n, 0)]).decode("utf-8", errors="ignore")), len(text))
+
+        low, high = chars_of(max_tokens - 1), chars_of(max_tokens + 2)
+        best = 0
+        for end in range(high, low - 1, -1):
+            if self.count_till_limit(text[:end], max_tokens, **kwargs) is not None:
+                best = end
+                break
+        if best == 0:
+            # Nothing in the window fits (a normalizer or template can shift it): the longest
+            # fitting prefix below it.
+            best = low
+            while best > 0 and self.count_till_limit(text[:best], max_tokens, **kwargs) is None:
+                best -= 1
+        return text[:best]
 
     def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
         """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
@@ -340,7 +371,7 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Joins the bytes of ``ids``. Raises :class:`DecodeError` for an id not in the vocabulary."""
-        ids = list(ids)
+        ids = _id_list(ids)
         if self._pipeline is not None:
             fast = self._pipeline.fast
             if fast is None:
@@ -367,8 +398,9 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
         ``errors="replace"`` (the default) and raise :class:`DecodeError` with ``errors="strict"``."""
+        ids = _id_list(ids)
         if self._pipeline is not None:
-            return self._pipeline.decode(list(ids), skip_special_tokens=skip_special_tokens)
+            return self._pipeline.decode(ids, skip_special_tokens=skip_special_tokens)
         if skip_special_tokens:
             specials = set(self.special_tokens.values())
             ids = [i for i in ids if i not in specials]
@@ -472,6 +504,7 @@ class Tokenizer:
     def id_to_token(self, id: int) -> str:
         """The printable name of a token: special tokens as themselves, others in the byte-level
         alphabet (``b" low"`` -> ``"Ġlow"``)."""
+        id = _id_list([id])[0]
         if self._pipeline is not None:
             token = self._pipeline.id_to_token(id)
             if token is None:
@@ -486,6 +519,8 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a token name as :meth:`id_to_token` writes it; None when there is none."""
+        if not isinstance(token, str):
+            raise EncodeError(f"token_to_id takes a token name (a str), not {type(token).__name__}")
         if self._pipeline is not None:
             return self._pipeline.token_to_id(token)
         if token in self.special_tokens:
@@ -577,8 +612,8 @@ class Tokenizer:
         if not isinstance(model, dict) or model.get("type") != "bpe" or model.get("level") != "byte":
             raise bad("'model' must be a byte-level BPE model")
         vocab, merges = model.get("vocab"), model.get("merges")
-        if not isinstance(vocab, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vocab.values()):
-            raise bad("'model.vocab' must map token names to non-negative int ids")
+        if not isinstance(vocab, dict) or not all(_is_id(v) for v in vocab.values()):
+            raise bad(f"'model.vocab' must map token names to int ids from 0 to {MAX_ID}")
         merges_ok = merges is None or isinstance(merges, list) and all(
             isinstance(m, list) and len(m) == 2 and all(isinstance(t, str) for t in m) for m in merges
         )
@@ -593,8 +628,8 @@ class Tokenizer:
         if not isinstance(pre, dict) or not isinstance(pre.get("pattern"), str):
             raise bad("'pre_tokenizer.pattern' is missing")
         specials = d.get("special_tokens", {})
-        if not isinstance(specials, dict) or not all(isinstance(v, int) for v in specials.values()):
-            raise bad("'special_tokens' must map strings to int ids")
+        if not isinstance(specials, dict) or not all(isinstance(k, str) and _is_id(v) for k, v in specials.items()):
+            raise bad(f"'special_tokens' must map strings to int ids from 0 to {MAX_ID}")
         try:
             return cls(
                 tokens=tokens,
@@ -643,14 +678,66 @@ class _text_errors:
         return False
 
 
+MAX_ID = 2**32 - 1
+
+
+def _is_id(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ID
+
+
+def _id_list(ids) -> list[int]:
+    """``ids`` as a list of Python ints: any iterable of integers (numpy's too); a typed error
+    for anything else."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise DecodeError(f"decode takes a list (or other iterable) of int ids, not {type(ids).__name__}")
+    out = []
+    for i in ids:
+        try:
+            out.append(operator.index(i))
+        except TypeError:
+            raise DecodeError(f"ids must be ints, not {type(i).__name__} ({i!r})") from None
+    return out
+
+
+def _valid_text(text) -> str:
+    """``text`` if it is a str that has UTF-8 bytes: the checks the Rust path makes on its way
+    in, for the tokenizers whose pipeline starts in Python."""
+    if not isinstance(text, str):
+        raise EncodeError(f"encode takes a str, not {type(text).__name__}; decode bytes first (e.g. data.decode('utf-8'))")
+    if not text.isascii():
+        with _text_errors():
+            text.encode("utf-8")
+    return text
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9a-fA-F]{2}>")
+
+
+def _decodes_byte_runs(decoder) -> bool:
+    """Whether ``decoder`` is or holds a Hugging Face ByteFallback (see ``StreamDecoder.feed``)."""
+    from .decoders import ByteFallback, Sequence as DecoderSequence
+
+    if isinstance(decoder, ByteFallback):
+        return True
+    return isinstance(decoder, DecoderSequence) and any(_decodes_byte_runs(d) for d in decoder.decoders)
+
+
 class StreamDecoder:
     """Decodes ids one at a time, emitting only complete characters.
 
     Byte-level tokenizers: the bytes go through an incremental UTF-8 decoder with
     ``errors="replace"``, which gives exactly what ``bytes.decode(errors="replace")`` gives for
-    the whole sequence. Pipeline tokenizers (byte fallback, Metaspace): the ids since the last
-    emitted character are decoded with and without the new id, and the new text is emitted once
-    it does not end in an incomplete character.
+    the whole sequence.
+
+    Pipeline tokenizers (byte fallback, Metaspace, SentencePiece, WordPiece, llama.cpp's): a
+    decoder's output for a token can depend on its neighbours (a run of byte tokens decodes as
+    one; the first token loses its leading space; llama.cpp's clean-up drops a space before
+    punctuation). So the ids since an *anchor* are decoded together: the anchor is the shortest
+    run of last ids whose decoded text is not empty and is exactly the end of the text decoded
+    so far (a run starting inside a byte sequence, or with a lone ``▁`` that decodes to
+    nothing, is not one), all of whose text was emitted before. New text is emitted once it
+    does not end in an incomplete character; a decoder whose clean-up can still change the
+    last characters (``stream_holdback``) has those held back until more ids come or ``flush``.
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -658,27 +745,47 @@ class StreamDecoder:
 
         self._tok = tokenizer
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._ids: list[int] = []  # pipeline mode: ids not yet fully emitted
-        self._prefix = 0  # how many of self._ids form the context already emitted
-        self._emitted_len = 0
+        self._ids: list[int] = []  # pipeline mode: the ids since the anchor
+        self._emitted = 0  # how many characters of decode(self._ids) were emitted
+        pipeline = tokenizer.pipeline
+        self._hold = getattr(pipeline.decoder, "stream_holdback", 0) if pipeline is not None else 0
+        self._byte_runs = pipeline is not None and _decodes_byte_runs(pipeline.decoder)
 
     def feed(self, id: int) -> str:
         if self._tok.pipeline is None:
             return self._utf8.decode(self._tok.token_bytes(id))
-        self._ids.append(id)
-        text = self._tok.decode(self._ids)
+        self._ids.append(_id_list([id])[0])
+        try:
+            text = self._tok.decode(self._ids)
+        except Exception:
+            self._ids.pop()  # a bad id leaves the stream as it was
+            raise
         if text.endswith("\ufffd"):
             return ""  # maybe an incomplete byte sequence: wait for more ids
-        new = text[self._emitted_len:]
-        # Keep the last emitted token as context (decoders treat the first token specially).
-        self._ids = self._ids[-1:]
-        self._emitted_len = len(self._tok.decode(self._ids))
+        if self._byte_runs and _BYTE_TOKEN.fullmatch(self._tok.pipeline.id_to_token(self._ids[-1]) or ""):
+            # Hugging Face's ByteFallback decodes a run of byte tokens all or nothing: one more
+            # byte that breaks it turns all of it into U+FFFD. Its text is final once the run ends.
+            return ""
+        end = len(text) - self._hold
+        new = text[self._emitted:end] if end > self._emitted else ""
+        self._emitted = max(self._emitted, end)
+        self._move_anchor(text)
         return new
+
+    def _move_anchor(self, text: str) -> None:
+        """Drops the ids before the shortest anchor (see the class's note)."""
+        for k in range(len(self._ids) - 1, 0, -1):
+            tail = self._tok.decode(self._ids[k:])
+            dropped = len(text) - len(tail)
+            if tail and text.endswith(tail) and dropped <= self._emitted:
+                del self._ids[:k]
+                self._emitted -= dropped
+                return
 
     def flush(self) -> str:
         if self._tok.pipeline is None:
             return self._utf8.decode(b"", final=True)
         text = self._tok.decode(self._ids) if self._ids else ""
-        rest = text[self._emitted_len:]
-        self._ids, self._emitted_len = [], 0
+        rest = text[self._emitted:]
+        self._ids, self._emitted = [], 0
         return rest

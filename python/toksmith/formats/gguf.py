@@ -444,6 +444,9 @@ class LlamaDecoder:
         self.remove_leading_space = remove_leading_space
         self.clean_spaces = clean_spaces
         self.escape_whitespaces = escape_whitespaces
+        # The clean-up drops a space up to 3 characters before where a later token ends it
+        # (" 're"): a stream decoder holds that many back (see tokenizer.StreamDecoder).
+        self.stream_holdback = 3 if clean_spaces else 0
 
     def piece(self, token: str) -> bytes:
         i = self.vocab.ids.get(token)
