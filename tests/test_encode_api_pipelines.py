@@ -182,3 +182,28 @@ def test_saved_file_with_a_bad_special_id_is_a_format_error(bad):
     d["special_tokens"] = {"<s>": bad}
     with pytest.raises(toksmith.FormatError, match="special_tokens"):
         toksmith.Tokenizer.from_dict(d)
+
+
+def test_wrong_argument_types_are_typed_errors():
+    tok = tiktoken_tok("cl100k_base")
+    with pytest.raises(toksmith.SpecialTokenError, match="allowed_special"):
+        tok.encode("a", allowed_special=5)
+    with pytest.raises(toksmith.SpecialTokenError, match="disallowed_special"):
+        tok.count("a", disallowed_special=5)
+    with pytest.raises(toksmith.EncodeError, match="encode_batch takes a list"):
+        tok.encode_batch("abc")  # a str would be encoded character by character
+    with pytest.raises(toksmith.EncodeError, match="encode_batch takes a list"):
+        tok.encode_batch(None)
+    assert tok.encode_batch(("a", "b")) == [tok.encode("a"), tok.encode("b")]
+    with pytest.raises(toksmith.DecodeError, match="errors="):
+        tok.decode(tok.encode("fine"), errors="bogus")  # refused even when no byte is invalid
+    with pytest.raises(toksmith.EncodeError, match="dropout"):
+        tok.encode("a", dropout="x")
+    with pytest.raises(toksmith.EncodeError, match="seed"):
+        tok.encode("a", dropout=0.1, seed="x")
+
+
+@pytest.mark.parametrize("specials", [{"<s>": -1}, {"<s>": 2**40}, {"<s>": "x"}, ["<s>"]])
+def test_tiktoken_special_tokens_are_checked(specials):
+    with pytest.raises(toksmith.FormatError, match="special tokens must map"):
+        toksmith.load("cl100k_base", tiktoken_dir=data_path("tokenizers", "tiktoken"), special_tokens=specials)

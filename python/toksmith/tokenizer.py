@@ -8,6 +8,7 @@ One string's path through ``encode``: special tokens the caller allowed are cut 
 
 from __future__ import annotations
 
+import codecs
 import json
 import operator
 import os
@@ -200,8 +201,10 @@ class Tokenizer:
     def _encode_dropout(self, text: str, allowed: frozenset[str], p: float, seed: int | None, mode: str) -> list[int]:
         if self._pipeline is not None:
             raise EncodeError("dropout is available for byte-level BPE tokenizers (trained by toksmith or tiktoken)")
-        if not 0.0 <= p <= 1.0:
-            raise EncodeError(f"dropout must be between 0 and 1, not {p!r}")
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
+            raise EncodeError(f"dropout must be a number between 0 and 1, not {p!r}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise EncodeError(f"seed must be an int (or None for a random one), not {seed!r}")
         if mode not in ("all", "superword"):
             raise EncodeError(f"dropout_mode must be 'all' or 'superword', not {mode!r}")
         if seed is None:
@@ -240,6 +243,9 @@ class Tokenizer:
         stages one text at a time; SentencePiece-style BPE (cut into words, see
         ``models.word_split_pattern``) then encodes the words of all texts on Rust threads, other
         models one text at a time."""
+        if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+            raise EncodeError(f"encode_batch takes a list (or other iterable) of str, not {type(texts).__name__}; "
+                              f"for one text use encode()")
         texts = list(texts)
         allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
         if not texts:
@@ -339,6 +345,9 @@ class Tokenizer:
     def _special_rules(self, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial):
         """(allowed special tokens, regex finding the disallowed ones or None)."""
         known = self.special_tokens.keys()
+        for name, value in (("allowed_special", allowed_special), ("disallowed_special", disallowed_special)):
+            if value != "all" and (isinstance(value, (str, bytes)) or not isinstance(value, Iterable)):
+                raise SpecialTokenError(f"{name} must be 'all' or a collection of special-token strings, not {value!r}")
         allowed = frozenset(known) if allowed_special == "all" else frozenset(allowed_special)
         disallowed = frozenset(known) - allowed if disallowed_special == "all" else frozenset(disallowed_special)
         unknown = (allowed | disallowed) - known
@@ -399,6 +408,10 @@ class Tokenizer:
         """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
         ``errors="replace"`` (the default) and raise :class:`DecodeError` with ``errors="strict"``."""
         ids = _id_list(ids)
+        try:
+            codecs.lookup_error(errors)
+        except (LookupError, TypeError):
+            raise DecodeError(f"unknown errors={errors!r}; use 'replace' or 'strict' (or another codec error handler)") from None
         if self._pipeline is not None:
             return self._pipeline.decode(ids, skip_special_tokens=skip_special_tokens)
         if skip_special_tokens:

@@ -41,6 +41,17 @@ pub struct SpillingCounts {
 
 const SHARDS: usize = 64;
 
+/// `a + b`, the counts of `chunk`; an error rather than a sum that wraps past 2^64 - 1 (counts
+/// files added up, see `read_tsv`, can hold any count).
+fn add_count(a: u64, b: u64, chunk: &[u8]) -> Result<u64> {
+    a.checked_add(b).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Training,
+            format!("the count of the chunk {:?} passes 2^64 - 1 ({a} + {b}): counts this large cannot be added up", String::from_utf8_lossy(chunk)),
+        )
+    })
+}
+
 /// One shard of the table. Chunks of up to 15 bytes (nearly all) are keyed by their bytes and
 /// length packed into one integer, as in a `ChunkTally`: adding a tally's entry then hashes and
 /// compares two words, not a slice (with a memcmp call); longer chunks are keyed by their bytes.
@@ -56,29 +67,30 @@ impl Shard {
     }
 
     /// Adds `n` to the chunk packed as `key`; returns the bytes a new entry costs (0 if it was there).
-    fn add_short(&mut self, key: u128, n: u64) -> usize {
+    fn add_short(&mut self, key: u128, n: u64) -> Result<usize> {
         match self.short.entry(key_halves(key)) {
             Entry::Occupied(mut e) => {
-                *e.get_mut() += n;
-                0
+                let (bytes, len) = unpack_short(key);
+                *e.get_mut() = add_count(*e.get(), n, &bytes[..len])?;
+                Ok(0)
             }
             Entry::Vacant(e) => {
                 e.insert(n);
-                unpack_short(key).1 + ENTRY_OVERHEAD
+                Ok(unpack_short(key).1 + ENTRY_OVERHEAD)
             }
         }
     }
 
     /// Adds `n` to a chunk of 16 bytes or more; returns the bytes a new entry costs.
-    fn add_long(&mut self, chunk: &[u8], n: u64) -> usize {
+    fn add_long(&mut self, chunk: &[u8], n: u64) -> Result<usize> {
         match self.long.get_mut(chunk) {
             Some(c) => {
-                *c += n;
-                0
+                *c = add_count(*c, n, chunk)?;
+                Ok(0)
             }
             None => {
                 self.long.insert(Chunk::from_slice(chunk), n);
-                chunk.len() + ENTRY_OVERHEAD
+                Ok(chunk.len() + ENTRY_OVERHEAD)
             }
         }
     }
@@ -138,11 +150,12 @@ impl SpillingCounts {
         SpillingCounts { shards: empty_shards(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
     }
 
-    pub fn add(&mut self, chunk: &[u8], n: u64) {
+    pub fn add(&mut self, chunk: &[u8], n: u64) -> Result<()> {
         self.table_bytes += match pack_short(chunk) {
-            Some(key) => self.shards[shard_of_short(key)].add_short(key, n),
-            None => self.shards[shard_of_long(chunk)].add_long(chunk, n),
+            Some(key) => self.shards[shard_of_short(key)].add_short(key, n)?,
+            None => self.shards[shard_of_long(chunk)].add_long(chunk, n)?,
         };
+        Ok(())
     }
 
     /// Adds tallies of counts (one per thread and `TABLE_BYTES` of text counted, see
@@ -171,15 +184,15 @@ impl SpillingCounts {
                 let mut added = 0;
                 for (short, long) in &split {
                     for &(key, n) in &short[s] {
-                        added += shard.add_short(key, n);
+                        added += shard.add_short(key, n)?;
                     }
                     for &(chunk, n) in &long[s] {
-                        added += shard.add_long(chunk, n);
+                        added += shard.add_long(chunk, n)?;
                     }
                 }
-                added
+                Ok(added)
             })
-            .sum();
+            .sum::<Result<usize>>()?;
         self.table_bytes += added;
         self.spill_if_over_budget()
     }
@@ -282,7 +295,7 @@ impl SpillingCounts {
                 heap.push(Reverse((nk, i, nv)));
             }
             match &mut current {
-                Some((ck, cv)) if *ck == k => *cv += v,
+                Some((ck, cv)) if *ck == k => *cv = add_count(*cv, v, ck.as_slice())?,
                 _ => {
                     if let Some((ck, cv)) = current.take() {
                         f(ck, cv);
@@ -372,7 +385,7 @@ mod tests {
             // Keys short enough to sit inline in the table's entries and long enough not to.
             let k = format!("w{}{}", (seed >> 40) % 97, "-".repeat((seed >> 20) as usize % 30)).into_bytes();
             *expected.entry(k.clone()).or_insert(0) += 1;
-            s.add(&k, 1);
+            s.add(&k, 1).unwrap();
             s.spill_if_over_budget().unwrap();
         }
         assert!(s.num_runs() > 3);
@@ -456,9 +469,12 @@ pub fn read_tsv(counts: &mut SpillingCounts, path: &std::path::Path) -> Result<u
             continue;
         }
         let (field, count) = line.rsplit_once('\t').ok_or_else(|| bad("no tab"))?;
+        if field.contains('\t') {
+            return Err(bad("more than one tab (a tab inside a chunk is written \\t)"));
+        }
         let count: u64 = count.trim_end_matches('\r').parse().map_err(|_| bad(&format!("{count:?} is not a count")))?;
         let chunk = unescape_tsv(field).ok_or_else(|| bad("a bad escape (use \\\\ \\t \\n \\r)"))?;
-        counts.add(chunk.as_bytes(), count);
+        counts.add(chunk.as_bytes(), count).map_err(|e| Error::new(e.kind, format!("{}:{}: {}", path.display(), i + 1, e.message)))?;
         counts.spill_if_over_budget()?;
         n += 1;
     }

@@ -86,6 +86,12 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
         pattern = known[1]
     if special_tokens is None:
         special_tokens = dict(known[2]) if known else {}
+    source = f"{sidecar}" if known is None and sidecar.is_file() else "special_tokens"
+    if not isinstance(special_tokens, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32
+            for k, v in special_tokens.items()):
+        raise FormatError(f"{source}: special tokens must map strings to int ids from 0 to {2**32 - 1}, "
+                          f"e.g. {{'<|endoftext|>': 100257}}")
     pattern_name, regex = resolve(pattern)
     from .. import _core
 
