@@ -207,3 +207,15 @@ def test_wrong_argument_types_are_typed_errors():
 def test_tiktoken_special_tokens_are_checked(specials):
     with pytest.raises(toksmith.FormatError, match="special tokens must map"):
         toksmith.load("cl100k_base", tiktoken_dir=data_path("tokenizers", "tiktoken"), special_tokens=specials)
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 10**4, "2", True])
+def test_batch_thread_counts_are_checked(bad):
+    tok = tiktoken_tok("cl100k_base")
+    with pytest.raises(toksmith.EncodeError, match="num_threads"):
+        tok.encode_batch(["a", "b"], num_threads=bad)
+    with pytest.raises(toksmith.EncodeError, match="num_threads"):
+        tok.encode_to_numpy(["a", "b"], num_threads=bad)
+    unigram = load(("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"))
+    with pytest.raises(toksmith.EncodeError, match="num_threads"):
+        unigram.encode_batch(["a", "b"], num_threads=bad)

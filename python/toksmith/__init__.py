@@ -16,6 +16,7 @@ from .errors import (
     FormatError,
     InternalError,
     InvalidPatternError,
+    SaveError,
     SpecialTokenError,
     TokenizerError,
     TrainingError,
@@ -92,5 +93,6 @@ __all__ = [
     "FormatError",
     "DecodeError",
     "EncodeError",
+    "SaveError",
     "InternalError",
 ]

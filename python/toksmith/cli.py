@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import toksmith
-from toksmith.errors import TokenizerError
+from toksmith.errors import DecodeError, TokenizerError
 
 
 def _train_source(files: list[str]):
@@ -143,9 +143,16 @@ def _cmd_encode(args: argparse.Namespace) -> None:
 
 def _cmd_decode(args: argparse.Namespace) -> None:
     tok = toksmith.load(args.tokenizer)
-    ids = [int(x) for chunk in args.ids for x in chunk.replace(",", " ").split()]
+    ids = [_parse_id(x) for chunk in args.ids for x in chunk.replace(",", " ").split()]
     sys.stdout.write(tok.decode(ids, errors=args.errors))
     sys.stdout.write("\n")
+
+
+def _parse_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise DecodeError(f"ids must be integers (space or comma separated, e.g. 15339 1917), not {text!r}") from None
 
 
 def _cmd_inspect(args: argparse.Namespace) -> None:
@@ -299,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: outputs are written atomically, so nothing half-written remains
+        print("interrupted", file=sys.stderr)
+        return 130
     return rc or 0
 
 

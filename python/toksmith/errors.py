@@ -33,6 +33,11 @@ class EncodeError(TokenizerError, ValueError):
     """Text that cannot be encoded, e.g. a str holding lone surrogates."""
 
 
+class SaveError(TokenizerError, OSError):
+    """A file that cannot be written (read-only folder, a directory in the way, a full disk). Also an
+    ``OSError``, so that code that catches I/O failures, such as the on-disk cache, still does."""
+
+
 class InternalError(TokenizerError, RuntimeError):
     """A bug in toksmith (a Rust panic caught at the binding layer). Please report it."""
 
@@ -45,5 +50,6 @@ __all__ = [
     "FormatError",
     "DecodeError",
     "EncodeError",
+    "SaveError",
     "InternalError",
 ]

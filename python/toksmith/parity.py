@@ -55,32 +55,50 @@ def reference_encoder(kind: str, spec: str, tokenizer, *, add_special_tokens: bo
         if spec in ENCODINGS:
             directory = os.environ.get("TOKSMITH_TIKTOKEN_DIR", "")
             path = os.path.join(directory, ENCODINGS[spec][0] + ".tiktoken")
-        enc = tiktoken.Encoding(name, pat_str=tokenizer.pattern, mergeable_ranks=load_tiktoken_bpe(path),
+        try:
+            ranks = load_tiktoken_bpe(path)
+        except Exception as e:  # the reference library's own errors (missing file, bad base64 ...)
+            raise _unreadable(path, "tiktoken", "a .tiktoken file", e) from None
+        enc = tiktoken.Encoding(name, pat_str=tokenizer.pattern, mergeable_ranks=ranks,
                                 special_tokens=dict(tokenizer.special_tokens))
         return lambda text: enc.encode(text, allowed_special="all")
     if kind == "hf":
         from tokenizers import Tokenizer as HfTokenizer
 
-        hf = HfTokenizer.from_str(_read_text(spec))
+        text = _read_text(spec)
+        try:
+            hf = HfTokenizer.from_str(text)
+        except Exception as e:  # tokenizers raises a bare Exception for JSON it does not accept
+            raise _unreadable(spec, "Hugging Face tokenizers", "a tokenizer.json", e) from None
         hf.no_padding()
         hf.no_truncation()
         return lambda text: hf.encode(text, add_special_tokens=add_special_tokens).ids
     if kind == "sentencepiece":
         import sentencepiece as spm
 
-        sp = spm.SentencePieceProcessor(model_file=spec)
+        if not os.path.isfile(spec):
+            raise FormatError(f"{spec}: no such file; --reference names the .model sentencepiece loads")
+        try:
+            sp = spm.SentencePieceProcessor(model_file=spec)
+        except Exception as e:  # sentencepiece raises RuntimeError/OSError for what it cannot parse
+            raise _unreadable(spec, "sentencepiece", "a SentencePiece .model", e) from None
         return lambda text: sp.encode(text, out_type=int, add_bos=add_special_tokens and sp.bos_id() >= 0)
     raise TokenizerError(f"unknown reference {kind!r}; use tiktoken, hf or sentencepiece")
 
 
-def _read_text(path: str) -> str:
-    if path.endswith(".xz"):
-        import lzma
+def _unreadable(path: str, library: str, expected: str, e: Exception) -> FormatError:
+    return FormatError(f"{path}: {library} cannot load it ({type(e).__name__}: {e}); the reference needs {expected} "
+                       f"(pass the file it reads with --reference)")
 
-        with lzma.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+
+def _read_text(path: str) -> str:
+    from pathlib import Path
+
+    from .sources import read_lines
+
+    if not os.path.isfile(path):
+        raise FormatError(f"{path}: no such file")
+    return "".join(read_lines(Path(path), FormatError))
 
 
 def check_parity(tokenizer, reference: Callable[[str], list[int]], texts: Iterable[str], *,
@@ -103,25 +121,39 @@ def corpus_texts(path: str, *, max_texts: int | None = None) -> Iterable[str]:
     articles of a UDHR-style ``.jsonl``."""
     from pathlib import Path
 
-    from .sources import _open_text
+    from .sources import read_lines
 
     p = Path(path)
     if not p.exists():
         raise FormatError(f"{path}: no such file")
     n = 0
-    with _open_text(p) as f:
-        is_jsonl = ".jsonl" in p.name
-        for line in f:
-            if is_jsonl:
-                import json
+    is_jsonl = ".jsonl" in p.name
+    for lineno, line in enumerate(read_lines(p, FormatError), 1):
+        if is_jsonl:
+            texts = _jsonl_texts(p, lineno, line)
+        else:
+            texts = [line]
+        for text in texts:
+            if text:
+                yield text
+                n += 1
+                if max_texts is not None and n >= max_texts:
+                    return
 
-                record = json.loads(line)
-                texts = list(record.get("articles", {}).values()) if isinstance(record.get("articles"), dict) else [record.get("text", "")]
-            else:
-                texts = [line]
-            for text in texts:
-                if text:
-                    yield text
-                    n += 1
-                    if max_texts is not None and n >= max_texts:
-                        return
+
+def _jsonl_texts(path, lineno: int, line: str) -> list[str]:
+    """The texts of one record: its ``articles`` (UDHR-style) or its ``text``."""
+    import json
+
+    if not line.strip():
+        return []
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{path}:{lineno}: not a JSON object ({e}); the corpus must be one JSON object per line") from None
+    if not isinstance(record, dict):
+        raise FormatError(f"{path}:{lineno}: a JSON {type(record).__name__}, not an object with 'text' or 'articles'")
+    texts = list(record["articles"].values()) if isinstance(record.get("articles"), dict) else [record.get("text", "")]
+    if not all(isinstance(t, str) for t in texts):
+        raise FormatError(f"{path}:{lineno}: the 'text' or 'articles' values must be strings")
+    return texts

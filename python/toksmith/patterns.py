@@ -6,6 +6,9 @@ copy; this module maps names and exposes them to Python.
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from . import _core
 
 #: Names accepted wherever a ``pattern`` is: the r50k/GPT-2, cl100k and o200k regexes.
@@ -46,7 +49,28 @@ def resolve(pattern: str) -> tuple[str | None, str]:
     if pattern == "superbpe":
         return "superbpe", SUPERBPE_PATTERN
     name = _ALIASES.get(pattern)
+    if name is None and _NAME_LIKE.fullmatch(pattern):
+        _unknown_name(pattern)
     return name, _core.pattern_regex(name) if name else pattern
+
+
+# A plain word is a misspelled name far more often than a regex meant to match only that word
+# (which would make every other character a chunk of its own).
+_NAME_LIKE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _unknown_name(pattern: str) -> None:
+    from .errors import InvalidPatternError
+
+    names = [*_ALIASES, "superbpe"]
+    close = difflib.get_close_matches(pattern.lower(), names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    metaspace = " ('metaspace' goes with level='char')" if pattern == "metaspace" else ""
+    raise InvalidPatternError(
+        f"{pattern!r} is not a pattern name{metaspace}; {hint}the names are {', '.join(PATTERN_NAMES)} and superbpe "
+        f"(aliases: {', '.join(a for a in _ALIASES if a not in PATTERN_NAMES)}). To use it as a regex that matches "
+        f"that literal text, wrap it in a group: '(?:{pattern})'"
+    )
 
 
 def split(text: str, pattern: str = "o200k") -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
+import io
 import json
 import lzma
 import os
@@ -24,9 +25,66 @@ from .errors import TrainingError
 BLOCK_CHARS = 1 << 20  # 1 Mi characters per block
 
 def _open_zstd(path, mode, **kwargs):
-    import zstandard  # a dependency: .zst is the usual compression of large text dumps
+    # zstandard.open's reader ends quietly at a truncated frame, so a cut file would read as a
+    # shorter (or empty) text: this one fails on an incomplete frame.
+    return io.TextIOWrapper(io.BufferedReader(_ZstdReader(path), 1 << 20), **kwargs)
 
-    return zstandard.open(path, mode, **kwargs)
+
+class _ZstdReader(io.RawIOBase):
+    """The decompressed bytes of a .zst file, frame after frame; EOFError when the file ends
+    inside a frame (a truncated file)."""
+
+    def __init__(self, path) -> None:
+        import zstandard  # a dependency: .zst is the usual compression of large text dumps
+
+        self._dctx = zstandard.ZstdDecompressor()
+        self._frame = self._dctx.decompressobj()
+        self._in_frame = False  # part of a frame was read, its end not yet
+        self._file = open(path, "rb")
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._out:
+            data = self._file.read(1 << 18)  # small reads bound the output held at once
+            if not data:
+                if self._in_frame:
+                    raise EOFError("the compressed data ends inside a zstd frame")
+                return 0
+            out = []
+            while data:
+                out.append(self._frame.decompress(data))
+                self._in_frame = not self._frame.eof
+                data = self._frame.unused_data if self._frame.eof else b""
+                if self._frame.eof:  # the frame is complete: the rest starts the next one
+                    self._frame = self._dctx.decompressobj()
+            self._out = memoryview(b"".join(out))
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def close(self) -> None:
+        if getattr(self, "_file", None) is not None:  # None: __init__ failed to open it
+            self._file.close()
+        super().close()
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What the decompressors raise on a corrupt or truncated file."""
+    import zstandard
+
+    return OSError, EOFError, lzma.LZMAError, zstandard.ZstdError
+
+
+_TEST_COMMANDS = {".gz": "gzip -t", ".bz2": "bzip2 -t", ".xz": "xz -t", ".zst": "zstd -t"}
+
+
+def _corrupt(path: Path, e: BaseException) -> str:
+    check = f" (`{_TEST_COMMANDS[path.suffix]} {path}` tests it)" if path.suffix in _TEST_COMMANDS else ""
+    return f"cannot read {path}: it is corrupt or truncated ({e or type(e).__name__}); fetch or write it again{check}"
 
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
@@ -100,31 +158,44 @@ def _iter_files(paths: Iterable[Path], text_field: str) -> Iterator[str]:
             yield from read_blocks(path)
 
 
-def _open_text(path: Path):
+def _open_text(path: Path, error: type[Exception] = TrainingError):
     opener = _OPENERS.get(path.suffix, open)
     try:
         return opener(path, "rt", encoding="utf-8", errors="replace", newline="")
     except OSError as e:
-        raise TrainingError(f"cannot read {path}: {e}") from None
+        raise error(f"cannot read {path}: {e}") from None
+
+
+def read_lines(path: Path, error: type[Exception] = TrainingError) -> Iterator[str]:
+    """Yields the lines of ``path`` (decompressed); ``error`` naming the file when it is corrupt or
+    truncated."""
+    with _open_text(path, error) as f:
+        while True:
+            try:
+                line = f.readline()
+            except _read_errors() as e:
+                raise error(_corrupt(path, e)) from None
+            if not line:
+                return
+            yield line
 
 
 def read_jsonl(path: Path, text_field: str) -> Iterator[str]:
     """Yields the ``text_field`` of each JSON object of a JSON Lines file."""
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TrainingError(f"{path}:{lineno}: not a JSON object ({e})") from None
-            text = record.get(text_field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise TrainingError(
-                    f"{path}:{lineno}: no string field {text_field!r}; pass text_field= (CLI: --text-field) "
-                    f"naming the field that holds the text"
-                )
-            yield text
+    for lineno, line in enumerate(read_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TrainingError(f"{path}:{lineno}: not a JSON object ({e})") from None
+        text = record.get(text_field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise TrainingError(
+                f"{path}:{lineno}: no string field {text_field!r}; pass text_field= (CLI: --text-field) "
+                f"naming the field that holds the text"
+            )
+        yield text
 
 
 def read_parquet(path: Path, text_field: str) -> Iterator[str]:
@@ -133,15 +204,20 @@ def read_parquet(path: Path, text_field: str) -> Iterator[str]:
         import pyarrow.parquet as pq
     except ImportError:
         raise TrainingError(f"reading {path} needs pyarrow: pip install 'toksmith[parquet]'") from None
+    import pyarrow as pa
+
     try:
         pf = pq.ParquetFile(path)
         if text_field not in pf.schema_arrow.names:
             raise TrainingError(f"{path} has no column {text_field!r} (columns: {pf.schema_arrow.names}); pass text_field=")
         for batch in pf.iter_batches(columns=[text_field], batch_size=4096):
             for text in batch.column(0).to_pylist():
-                if text is not None:
+                if isinstance(text, str):
                     yield text
-    except OSError as e:
+                elif text is not None:
+                    raise TrainingError(f"{path}: the column {text_field!r} holds {type(text).__name__} values "
+                                        f"({batch.schema.field(0).type}), not text; pass text_field= naming a string column")
+    except (OSError, pa.ArrowException) as e:  # ArrowInvalid: not a Parquet file, or a damaged one
         raise TrainingError(f"cannot read {path} as Parquet: {e}") from None
 
 
@@ -152,7 +228,10 @@ def read_blocks(path: Path) -> Iterator[str]:
     with f:
         carry = ""
         while True:
-            block = f.read(BLOCK_CHARS)
+            try:
+                block = f.read(BLOCK_CHARS)
+            except _read_errors() as e:
+                raise TrainingError(_corrupt(path, e)) from None
             if not block:
                 break
             text = carry + block

@@ -246,6 +246,7 @@ class Tokenizer:
         if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
             raise EncodeError(f"encode_batch takes a list (or other iterable) of str, not {type(texts).__name__}; "
                               f"for one text use encode()")
+        _check_threads(num_threads)
         texts = list(texts)
         allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
         if not texts:
@@ -489,6 +490,7 @@ class Tokenizer:
         for a list of str (encoded in parallel)."""
         import numpy as np
 
+        _check_threads(num_threads)
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype("uint16"), np.dtype("uint32")):
             raise EncodeError(f"dtype must be uint16 or uint32, not {dtype}")
@@ -710,6 +712,13 @@ def _id_list(ids) -> list[int]:
         except TypeError:
             raise DecodeError(f"ids must be ints, not {type(i).__name__} ({i!r})") from None
     return out
+
+
+def _check_threads(num_threads) -> None:
+    """``num_threads`` of the batch calls: None (all cores) or 1 to 256 (as for training)."""
+    if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
+                                    or not 1 <= num_threads <= 256):
+        raise EncodeError(f"num_threads must be None (all cores) or an int from 1 to 256, not {num_threads!r}")
 
 
 def _valid_text(text) -> str:

@@ -40,7 +40,7 @@ _BERT_WORDS = re.compile(f"{pre_tokenizers.PUNCTUATION.pattern}|[^{pre_tokenizer
 # ---------------------------------------------------------------------------------------------
 # Shared steps
 
-from .trainers import _progress, count_source  # noqa: E402  (shared with the BPE trainer)
+from .trainers import U32_MAX, U64_MAX, _progress, check_int, check_threads, count_source  # noqa: E402  (shared)
 
 
 def _count_raw_words(counter, source, *, text_field: str, max_chars_per_doc: int | None, show_progress: bool):
@@ -69,9 +69,9 @@ def normalize_distinct(words: list[str], normalize) -> list[str]:
     return [normalize(w) if _SEPARATOR in w else next(it) for w in words]
 
 
-def _check_int(name: str, value, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise TrainingError(f"{name} must be an int >= {minimum}, not {value!r}")
+def _check_int(name: str, value, minimum: int, maximum: int = U32_MAX) -> None:
+    # The Rust trainers take these as u32/u64/usize: a larger int would escape as OverflowError.
+    check_int(name, value, minimum, maximum)
 
 
 def _check_strings(name: str, values) -> list[str]:
@@ -169,11 +169,12 @@ def train_wordpiece(
     """
     if criterion not in ("ratio", "likelihood"):
         raise TrainingError(f"criterion must be 'ratio' or 'likelihood', not {criterion!r}")
+    check_threads(num_threads)
     specials = _check_strings("special_tokens", special_tokens)
     if unk_token not in specials:
         raise TrainingError(f"unk_token {unk_token!r} must be one of the special_tokens {specials!r}; add it to them")
     _check_int("vocab_size", vocab_size, 1)
-    _check_int("min_frequency", min_frequency, 1)
+    _check_int("min_frequency", min_frequency, 1, U64_MAX)
     _check_int("max_input_chars_per_word", max_input_chars_per_word, 1)
     if limit_alphabet is not None:
         _check_int("limit_alphabet", limit_alphabet, 1)
@@ -292,6 +293,7 @@ def train_unigram(
     """
     if normalization not in ("nfkc", None):
         raise TrainingError(f"normalization must be 'nfkc' or None, not {normalization!r}")
+    check_threads(num_threads)
     users = _check_strings("user_defined_symbols", user_defined_symbols)
     controls = _check_strings("control_symbols", control_symbols)
     if not isinstance(unk, str) or not unk:
@@ -605,6 +607,7 @@ def train_sentencepiece_bpe(
 
     if normalization not in ("nfkc", None):
         raise TrainingError(f"normalization must be 'nfkc' or None, not {normalization!r}")
+    check_threads(num_threads)
     controls = _check_strings("control_symbols", control_symbols)
     if not isinstance(unk, str) or not unk or unk in controls:
         raise TrainingError(f"unk must be a non-empty string other than the control symbols, not {unk!r}")
@@ -613,7 +616,7 @@ def train_sentencepiece_bpe(
     if len(set(reserved)) != len(reserved):
         raise TrainingError("a control symbol has the name of a byte piece (<0x00>..<0xFF>); rename it")
     _check_int("vocab_size", vocab_size, 1)
-    _check_int("min_frequency", min_frequency, 1)
+    _check_int("min_frequency", min_frequency, 1, U64_MAX)
     if max_piece_length is not None:
         _check_int("max_piece_length", max_piece_length, 2)
     if limit_alphabet is not None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from . import _core
+from ._io import atomic_output
 from .errors import TrainingError
 from .patterns import resolve
 from .sources import iter_texts, split_plain_files
@@ -32,6 +33,29 @@ FILE_BLOCK_BYTES = 1 << 23  # plain-text files are counted by Rust in blocks of 
 MERGES_PER_STEP = 256
 STEP_SECONDS = 0.05
 MAX_MERGES_PER_STEP = 2048
+# Ints handed to Rust must fit its types (ids are u32, counts u64): a larger or negative one would
+# escape as OverflowError. More threads than this is a mistake (each one is started).
+MAX_THREADS = 256
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+
+def check_int(name: str, value, minimum: int, maximum: int | None = U32_MAX, *, optional: bool = False) -> None:
+    """TrainingError unless ``value`` is an int (not a bool) in ``minimum..maximum`` (or None when
+    ``optional``)."""
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum or (maximum is not None and value > maximum):
+        limits = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum:,}"
+        raise TrainingError(f"{name} must be an int {limits}{' (or None)' if optional else ''}, not {value!r}")
+
+
+def check_threads(num_threads) -> None:
+    """``num_threads``: None (all cores) or 1..MAX_THREADS."""
+    if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
+                                    or not 1 <= num_threads <= MAX_THREADS):
+        raise TrainingError(f"num_threads (CLI: --threads) must be None (all cores) or an int from 1 to {MAX_THREADS}, "
+                            f"not {num_threads!r}")
 
 
 def parse_memory(value: int | str | None) -> int | None:
@@ -48,6 +72,15 @@ def parse_memory(value: int | str | None) -> int | None:
     number, unit, binary = float(m.group(1)), m.group(2).upper(), m.group(3)
     power = " KMGT".index(unit) if unit else 0
     return int(number * (1024 if binary else 1000) ** power)
+
+
+def _memory(value: int | str | None) -> int | None:
+    """:func:`parse_memory`, checked to fit the trainer's byte count (u64)."""
+    memory = parse_memory(value)
+    if memory is not None and not 0 <= memory <= U64_MAX:
+        raise TrainingError(f"max_memory={value!r} is not a usable size; write e.g. 2GB, 512MiB or a number of bytes "
+                            f"from 0 to {U64_MAX:,}")
+    return memory
 
 
 def train(
@@ -112,6 +145,7 @@ def train(
     Ties between pairs with the same count go to the pair of earliest-created tokens (smallest
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
+    check_threads(num_threads)
     if algorithm in ("wordpiece", "unigram"):
         from .train_subword import train_subword
 
@@ -149,21 +183,23 @@ def train(
             f"vocab_size={vocab_size} is too small: byte-level BPE needs 256 byte tokens plus "
             f"{len(specials)} special token(s), so at least {minimum}"
         )
-    if not isinstance(min_frequency, int) or min_frequency < 1:
-        raise TrainingError(f"min_frequency must be an int >= 1, not {min_frequency!r}")
-    if max_token_length is not None and (not isinstance(max_token_length, int) or max_token_length < 2):
-        raise TrainingError(f"max_token_length must be an int >= 2 (or None), not {max_token_length!r}")
+    check_int("vocab_size", vocab_size, 1, U32_MAX + 1)  # ids are u32
+    check_int("min_frequency", min_frequency, 1, U64_MAX)
+    check_int("max_token_length", max_token_length, 2, optional=True)
+    check_int("limit_alphabet", limit_alphabet, 1, optional=True)
     if algorithm == "superbpe":
         if not isinstance(transition, int) or not minimum <= transition <= vocab_size:
             raise TrainingError(f"superbpe needs transition= (the vocabulary size where stage 2 starts) between "
                                 f"{minimum} and vocab_size={vocab_size}, not {transition!r}")
         if from_counts:
             raise TrainingError("superbpe counts the corpus with two patterns; train it from the text, not from counts")
+        check_int("max_words_per_token", max_words_per_token, 1, optional=True)
+        forbidden_patterns = _check_patterns("forbidden_patterns", forbidden_patterns)
     pattern_name, regex = resolve(pattern)
     settings = {"min_frequency": min_frequency, "max_token_length": max_token_length}
+    memory = _memory(max_memory)
 
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
-        memory = parse_memory(max_memory)
         trainer = _core.BpeTrainer(regex, specials, num_threads, memory, os.path.join(spill_dir, "1"))
         trainers = [trainer]
         if algorithm == "superbpe":
@@ -240,6 +276,17 @@ def _internal_token_bytes(merges) -> list[bytes]:
     return token_bytes
 
 
+def _check_patterns(name: str, patterns) -> list[str]:
+    """A list of regex strings (a lone string would be read as one pattern per character)."""
+    if isinstance(patterns, str):
+        raise TrainingError(f"{name} must be a list of regex strings, e.g. [{patterns!r}], not one string")
+    patterns = list(patterns)
+    for p in patterns:
+        if not isinstance(p, str):
+            raise TrainingError(f"{name} must be regex strings, not {type(p).__name__} ({p!r})")
+    return patterns
+
+
 def _check_specials(special_tokens: Iterable[str], position: str) -> list[str]:
     if isinstance(special_tokens, str):
         raise TrainingError("special_tokens must be a list of strings, e.g. ['<|endoftext|>'], not one string")
@@ -279,6 +326,7 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
     With ``overlap``, the next batch is read (and decoded) while Rust counts the previous one
     with the GIL released: reading stops being a serial phase when more than one core is used.
     """
+    check_int("max_chars_per_doc", max_chars_per_doc, 1, None, optional=True)
     bar = _progress(show_progress, desc="reading", unit="B", unit_scale=True, smoothing=0.1)
     if not isinstance(trainers, (list, tuple)):
         trainers = [trainers]
@@ -456,11 +504,12 @@ def count(source, output: str | os.PathLike, *, pattern: str = "o200k", special_
     distinct chunks. ``toksmith.train(paths, from_counts=True)`` trains from such files."""
     from pathlib import Path
 
+    check_threads(num_threads)
     _, regex = resolve(pattern)
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(regex, _check_specials(special_tokens, "first"), num_threads,
-                                   parse_memory(max_memory), spill_dir)
+                                   _memory(max_memory), spill_dir)
         count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                      show_progress=show_progress)
         return _write_counts(trainer, output)
@@ -471,24 +520,15 @@ def merge_counts(inputs, output: str | os.PathLike, *, max_memory: int | str | N
     from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
-        trainer = _core.BpeTrainer(r"[\s\S]+", [], None, parse_memory(max_memory), spill_dir)
+        trainer = _core.BpeTrainer(r"[\s\S]+", [], None, _memory(max_memory), spill_dir)
         read_counts(trainer, list(inputs))
         return _write_counts(trainer, Path(output))
 
 
 def _write_counts(trainer, output) -> int:
     """Writes through a temporary file beside ``output`` and renames it: never half a file."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    os.close(fd)
-    try:
-        n = trainer.write_counts(tmp)
-        os.replace(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return n
+    with atomic_output(output) as tmp:
+        return trainer.write_counts(str(tmp))
 
 
 def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, max_token_length: int | None = None,
@@ -498,8 +538,10 @@ def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, ma
     returns the extended tokenizer. Every existing id, merge and special token stays as it was:
     the corpus is first segmented with the existing merges, and new tokens get ids after the
     largest existing id. A merge never recreates a token that already exists."""
-    if not isinstance(add, int) or add < 1:
-        raise TrainingError(f"add must be a positive int, not {add!r}")
+    check_int("add", add, 1)
+    check_int("min_frequency", min_frequency, 1, U64_MAX)
+    check_int("max_token_length", max_token_length, 2, optional=True)
+    check_threads(num_threads)
     if tokenizer.pipeline is not None:
         return _extend_pipeline(tokenizer, source, add=add, min_frequency=min_frequency,
                                 max_token_length=max_token_length, num_threads=num_threads, max_memory=max_memory,
@@ -507,7 +549,7 @@ def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, ma
     next_id = tokenizer.vocab_size
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(tokenizer.pattern, list(tokenizer.special_tokens), num_threads,
-                                   parse_memory(max_memory), spill_dir)
+                                   _memory(max_memory), spill_dir)
         count_source(trainer, source, text_field=text_field, show_progress=show_progress, overlap=num_threads != 1)
         old_merges = None if tokenizer.uses_ranks else tokenizer._merge_ids()
         trainer.start_from(list(tokenizer._tokens.items()), old_merges, next_id, min_frequency, max_token_length)
@@ -550,7 +592,7 @@ def _extend_pipeline(tokenizer: Tokenizer, source, *, add, min_frequency, max_to
     normalize = pipe.normalizer.normalize if pipe.normalizer is not None else (lambda t: t)
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(_core.pattern_regex(name), [t.content for t in pipe.added_tokens], num_threads,
-                                   parse_memory(max_memory), spill_dir)
+                                   _memory(max_memory), spill_dir)
         texts = (normalize(t) for t in iter_texts(source, text_field=text_field))
         count_source(trainer, texts, show_progress=show_progress, overlap=num_threads != 1)
         merges = [(vocab[a], vocab[b]) for a, b in model.merges]
