@@ -219,3 +219,29 @@ def test_batch_thread_counts_are_checked(bad):
     unigram = load(("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"))
     with pytest.raises(toksmith.EncodeError, match="num_threads"):
         unigram.encode_batch(["a", "b"], num_threads=bad)
+
+
+def test_stream_decoder_of_a_character_split_over_byte_tokens_after_a_space():
+    """llama.cpp's decoder: the anchor must not start inside the 4 bytes of an emoji (a lone
+    continuation byte decodes to U+FFFD too, as the incomplete character does)."""
+    tok = load(("tokenizers", "gguf", "ggml-vocab-llama-spm.gguf.xz"))
+    ids = [29871, 243, 162, 155, 131, 37, 29871, 30641]  # "▁", the bytes of 😀, '"', "▁", "あ"
+    assert tok.decode(ids) == '😀" あ'
+    assert streamed(tok, ids) == tok.decode(ids)
+
+
+@pytest.mark.parametrize("parts,piece", [
+    (("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"), "▁"),  # decodes to nothing at the start
+    (("tokenizers", "sentencepiece", "mistral-7b-v0.1.model"), "<0x80>"),  # a stray byte: U+FFFD each
+    (("tokenizers", "hf", "gemma3", "tokenizer.json.xz"), "<0x80>"),  # one ByteFallback run
+])
+def test_stream_decoder_stays_linear_on_long_runs(parts, piece):
+    """Runs of ids that give no text, or only U+FFFD, must not make each new id decode the whole
+    run again (20,000 of them took minutes that way). A generous bound: ~0.1 s is typical."""
+    import time
+
+    tok = load(parts)
+    ids = [tok.token_to_id(piece)] * 20000 + tok.encode(" end", add_special_tokens=False)
+    started = time.perf_counter()
+    assert streamed(tok, ids) == tok.decode(ids)
+    assert time.perf_counter() - started < 10

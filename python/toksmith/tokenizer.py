@@ -757,9 +757,10 @@ class StreamDecoder:
     punctuation). So the ids since an *anchor* are decoded together: the anchor is the shortest
     run of last ids whose decoded text is not empty and is exactly the end of the text decoded
     so far (a run starting inside a byte sequence, or with a lone ``▁`` that decodes to
-    nothing, is not one), all of whose text was emitted before. New text is emitted once it
-    does not end in an incomplete character; a decoder whose clean-up can still change the
-    last characters (``stream_holdback``) has those held back until more ids come or ``flush``.
+    nothing, is not one), all of whose text was emitted before. New text is emitted as it
+    comes, but for up to 3 U+FFFD at its end (maybe an incomplete character that later bytes
+    complete) and, for a decoder whose clean-up can still change the last characters
+    (``stream_holdback``), those; they follow with the next ids or ``flush``.
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -776,30 +777,44 @@ class StreamDecoder:
     def feed(self, id: int) -> str:
         if self._tok.pipeline is None:
             return self._utf8.decode(self._tok.token_bytes(id))
-        self._ids.append(_id_list([id])[0])
-        try:
-            text = self._tok.decode(self._ids)
-        except Exception:
-            self._ids.pop()  # a bad id leaves the stream as it was
-            raise
-        if text.endswith("\ufffd"):
-            return ""  # maybe an incomplete byte sequence: wait for more ids
-        if self._byte_runs and _BYTE_TOKEN.fullmatch(self._tok.pipeline.id_to_token(self._ids[-1]) or ""):
+        id = _id_list([id])[0]
+        name = self._tok.pipeline.id_to_token(id) if id >= 0 else None
+        if name is None:
+            raise DecodeError(f"id {id!r} is not in the vocabulary (0 to {self._tok.vocab_size - 1})")
+        self._ids.append(id)
+        if self._byte_runs and _BYTE_TOKEN.fullmatch(name):
             # Hugging Face's ByteFallback decodes a run of byte tokens all or nothing: one more
-            # byte that breaks it turns all of it into U+FFFD. Its text is final once the run ends.
+            # byte that breaks it turns all of it into U+FFFD. Its text is final once the run ends
+            # (nothing to decode until then, so a long run costs no more per id).
             return ""
-        end = len(text) - self._hold
+        text = self._tok.decode(self._ids)
+        starts_over = getattr(self._tok.pipeline.decoder, "starts_over", None)
+        if not text and not self._emitted and starts_over is not None:
+            if starts_over([self._tok.pipeline.id_to_token(i) for i in self._ids]):
+                # Ids that decode to nothing and leave the decoder at the start (SentencePiece's
+                # leading ▁ and control pieces): what follows decodes as if they were not there.
+                self._ids.clear()
+            return ""
+        # U+FFFD at the end may stand for an incomplete character that later bytes complete: at
+        # most 3 bytes, so at most 3 of them (one per byte, or one for all).
+        unsure = min(3, len(text) - len(text.rstrip("\ufffd")))
+        end = len(text) - max(self._hold, unsure)
         new = text[self._emitted:end] if end > self._emitted else ""
         self._emitted = max(self._emitted, end)
         self._move_anchor(text)
         return new
 
     def _move_anchor(self, text: str) -> None:
-        """Drops the ids before the shortest anchor (see the class's note)."""
-        for k in range(len(self._ids) - 1, 0, -1):
+        """Drops the ids before the shortest anchor among the last 16 ids (see the class's note;
+        a run of ids with no anchor, e.g. pieces that decode to nothing, is kept whole)."""
+        for k in range(len(self._ids) - 1, max(0, len(self._ids) - 17), -1):
             tail = self._tok.decode(self._ids[k:])
             dropped = len(text) - len(tail)
             if tail and text.endswith(tail) and dropped <= self._emitted:
+                # A tail that starts inside a character (continuation bytes) starts with U+FFFD,
+                # as the text may: an anchor there only if the two halves add up to the text.
+                if tail[0] == "\ufffd" and self._tok.decode(self._ids[:k]) + tail != text:
+                    continue
                 del self._ids[:k]
                 self._emitted -= dropped
                 return

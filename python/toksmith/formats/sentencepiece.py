@@ -397,6 +397,25 @@ class SentencePieceDecoder:
         self.remove_extra_whitespaces = remove_extra_whitespaces
         self.denormalizer = denormalizer
 
+    def starts_over(self, tokens: list[str]) -> bool:
+        """Whether ``tokens`` decode to nothing and leave ``decode`` where it starts (still at the
+        start of the text): then what follows them decodes as if they were not there. A stream
+        decoder drops such ids (leading ``▁`` pieces, control pieces) instead of decoding a run
+        of them again with every new id."""
+        at_start = True
+        for token in tokens:
+            kind = self.kinds.get(token, NORMAL)
+            if kind == CONTROL:
+                continue
+            if kind in (BYTE, UNKNOWN):
+                return False  # both give text
+            if at_start and (self.add_dummy_prefix or self.remove_extra_whitespaces) and token.startswith(SPACE):
+                token = token[1:]
+                at_start = self.remove_extra_whitespaces
+            if token:
+                return False
+        return at_start
+
     def decode(self, tokens: list[str]) -> str:
         text: list[str] = []
         pending = bytearray()  # a run of byte pieces, decoded together
