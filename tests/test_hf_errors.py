@@ -166,3 +166,12 @@ def test_legacy_files(tmp_path):
         load_hf(bert)
     with pytest.raises(TypeError, match="lowercase"):
         load_hf(tmp_path / "vocab.json", lowercase=False)
+
+
+@pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity"])
+def test_unigram_score_that_is_not_finite(tmp_path, score):
+    """Python's json reads NaN and Infinity (no JSON has them); a Viterbi over such scores picks
+    nonsense, so the file is refused."""
+    d = tokenizer_json({"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0], ["b", 0.5]]})
+    text = json.dumps(d).replace("0.5", score)
+    expect_error(tmp_path, text, "model.vocab[2]", "not a finite number")

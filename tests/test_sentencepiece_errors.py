@@ -48,6 +48,8 @@ def test_truncated(tmp_path):
     (lambda p: setattr(p.pieces[0], "type", p.pieces[0].NORMAL), "UNKNOWN piece"),
     (lambda p: setattr(p.pieces[5], "type", p.pieces[5].BYTE), "byte_fallback"),
     (lambda p: p.normalizer_spec.__setattr__("precompiled_charsmap", b"\xff\xff\x00\x00abc"), "charsmap"),
+    (lambda p: setattr(p.pieces[7], "score", float("nan")), "scores must be finite"),
+    (lambda p: setattr(p.pieces[7], "score", float("inf")), "scores must be finite"),
 ])
 def test_unsupported_or_inconsistent(change, message):
     proto = proto_of("botchan_en_bpe_1000")

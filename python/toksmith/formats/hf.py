@@ -572,6 +572,8 @@ def _model(r: _Reader, d, path: str = "model"):
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
                     and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
                 raise r.error(where, 'expected ["piece", score]')
+            if not math.isfinite(item[1]):
+                raise r.error(where, f"the score {item[1]} is not a finite number")
             if item[0] in seen:
                 raise r.error(where, f"the piece {item[0]!r} also has id {seen[item[0]]}; every piece must appear once")
             seen[item[0]] = i

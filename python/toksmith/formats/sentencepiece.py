@@ -26,6 +26,7 @@ never reads them from text, and toksmith only does when the caller allows it.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -520,6 +521,8 @@ def sentencepiece_from_proto(proto, *, source: str = "<ModelProto>") -> Tokenize
                 raise bad(f"byte piece {p.piece!r} found although byte_fallback is off")
             if not _is_byte_piece(p.piece):
                 raise bad(f"byte piece {p.piece!r} is not of the form <0xAB>")
+        if not math.isfinite(p.score):
+            raise bad(f"piece {i} ({p.piece!r}) has the score {p.score}; scores must be finite numbers")
         pieces.append((p.piece, p.score, kind))
     unknown = [i for i, (_, _, kind) in enumerate(pieces) if kind == UNKNOWN]
     if len(unknown) != 1:
