@@ -157,3 +157,11 @@ def test_batch_raises_the_error_of_any_text():
         for threads in (1, 2):
             with pytest.raises(EncodeError, match="'c' is not in the vocabulary"):
                 model.encode_batch(texts, [], threads)
+
+
+def test_tiktoken_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "dup.tiktoken"
+    path.write_text("IQ== 0\nIQ== 1\n")  # the token "!" twice
+    with pytest.raises(FormatError, match="appears twice") as e:
+        toksmith.load(path, pattern="cl100k")
+    assert str(path) in str(e.value)

@@ -54,8 +54,9 @@ def test_truncated(tmp_path):
 def test_unsupported_or_inconsistent(change, message):
     proto = proto_of("botchan_en_bpe_1000")
     change(proto)
-    with pytest.raises(FormatError, match=message):
+    with pytest.raises(FormatError, match=message) as e:
         sentencepiece_from_bytes(proto.SerializeToString(), source="x.model")
+    assert "x.model" in str(e.value)
 
 
 def test_fuzzed_models_load_or_raise_format_error():

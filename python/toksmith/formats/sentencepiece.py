@@ -532,22 +532,23 @@ def sentencepiece_from_proto(proto, *, source: str = "<ModelProto>") -> Tokenize
         raise bad("unk_surface is not valid UTF-8")
 
     user_defined = [p for p, _, kind in pieces if kind == USER_DEFINED]
-    normalizer = SentencePieceNormalizer(
-        norm.precompiled_charsmap, add_dummy_prefix=norm.add_dummy_prefix,
-        remove_extra_whitespaces=norm.remove_extra_whitespaces, escape_whitespaces=norm.escape_whitespaces,
-        user_defined=user_defined,
-    )
     model_class = SentencePieceBPE if model_type == _BPE else SentencePieceUnigram
+    # (The charsmaps and the model check themselves; their errors get the file's name here.)
     try:
+        normalizer = SentencePieceNormalizer(
+            norm.precompiled_charsmap, add_dummy_prefix=norm.add_dummy_prefix,
+            remove_extra_whitespaces=norm.remove_extra_whitespaces, escape_whitespaces=norm.escape_whitespaces,
+            user_defined=user_defined,
+        )
         model = model_class(pieces, unk_id=unk_id, byte_fallback=trainer.byte_fallback)
+        denormalizer = None
+        if proto.HasField("denormalizer_spec") and proto.denormalizer_spec.precompiled_charsmap:
+            d = proto.denormalizer_spec
+            denormalizer = SentencePieceNormalizer(
+                d.precompiled_charsmap, add_dummy_prefix=d.add_dummy_prefix,
+                remove_extra_whitespaces=d.remove_extra_whitespaces, escape_whitespaces=d.escape_whitespaces)
     except FormatError as e:
         raise bad(str(e)) from None
-    denormalizer = None
-    if proto.HasField("denormalizer_spec") and proto.denormalizer_spec.precompiled_charsmap:
-        d = proto.denormalizer_spec
-        denormalizer = SentencePieceNormalizer(
-            d.precompiled_charsmap, add_dummy_prefix=d.add_dummy_prefix,
-            remove_extra_whitespaces=d.remove_extra_whitespaces, escape_whitespaces=d.escape_whitespaces)
     decoder = SentencePieceDecoder(
         {p: kind for p, _, kind in pieces}, unk_surface=trainer.unk_surface,
         add_dummy_prefix=norm.add_dummy_prefix, remove_extra_whitespaces=norm.remove_extra_whitespaces,

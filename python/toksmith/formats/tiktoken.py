@@ -97,7 +97,12 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
 
     if not path.is_file():
         raise FormatError(f"{path}: no such file")
-    model = _core.BpeModel.from_tiktoken_file(str(path), regex, list(special_tokens.items()))
+    try:
+        model = _core.BpeModel.from_tiktoken_file(str(path), regex, list(special_tokens.items()))
+    except FormatError as e:
+        if str(path) in str(e):
+            raise
+        raise FormatError(f"{path}: {e}") from None
     return Tokenizer._from_ranks_model(model, pattern=regex, pattern_name=pattern_name or name,
                                        special_tokens=special_tokens, metadata={"source": "tiktoken", "encoding": name})
 
