@@ -18,6 +18,12 @@ pub enum Piece<'t> {
 }
 
 impl SpecialTokens {
+    /// The special-token strings that hold a line end: the ones a cut after a `\n` could split
+    /// (see `train::read::is_safe_cut`).
+    pub fn with_line_ends(&self) -> Vec<String> {
+        self.tokens.iter().filter(|(s, _)| s.contains('\n')).map(|(s, _)| s.clone()).collect()
+    }
+
     pub fn new(tokens: Vec<(String, u32)>) -> Result<Self> {
         if tokens.iter().any(|(s, _)| s.is_empty()) {
             return Err(Error::new(ErrorKind::Format, "a special token must be a non-empty string"));

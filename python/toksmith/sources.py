@@ -3,9 +3,11 @@
 Files are streamed, never read whole: plain text in blocks, JSON Lines line by line (the
 ``text_field`` of each object), Parquet in record batches (the ``text_field`` column).
 ``.gz``/``.bz2``/``.xz``/``.zst`` are decompressed on the fly. A plain-text block ends just
-after a newline that is followed by a non-space character: with every named pattern, no chunk
-crosses such a point, so the chunk counts are the same as for the whole file. The BPE trainer
-reads uncompressed plain-text files in Rust instead, by the same rules (``split_plain_files``).
+after a newline that follows a non-space character and comes before a non-space character
+other than ``/``: with every named pattern no chunk crosses such a point, so the chunk counts
+are the same as for the whole file (with SuperBPE's pattern and custom regexes, whose chunks can
+span lines, the counts next to block ends may differ from the whole file's). The BPE trainer
+reads uncompressed plain-text files in Rust instead, by the same rules (``rust/train/read.rs``).
 """
 
 from __future__ import annotations
@@ -91,11 +93,12 @@ _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_
 _JSONL = {".jsonl", ".ndjson"}
 
 
-def iter_texts(source, *, text_field: str = "text") -> Iterator[str]:
+def iter_texts(source, *, text_field: str = "text", lines: bool = False) -> Iterator[str]:
     """Yields texts from ``source``: a path (file, directory or glob), a list of paths, or an
-    iterable of strings (each string is one text)."""
+    iterable of strings (each string is one text). ``lines``: a plain-text file's texts are its
+    lines (documents, for ``max_chars_per_doc``), not blocks of many lines."""
     if isinstance(source, (str, os.PathLike)):
-        yield from _iter_files(resolve_paths(source), text_field)
+        yield from _iter_files(resolve_paths(source), text_field, lines)
         return
     if isinstance(source, (bytes, bytearray)):
         raise TrainingError("source is bytes; pass text (str), a path, or an iterable of str")
@@ -107,7 +110,7 @@ def iter_texts(source, *, text_field: str = "text") -> Iterator[str]:
         ) from None
     for item in items:
         if isinstance(item, os.PathLike):
-            yield from _iter_files(resolve_paths(item), text_field)
+            yield from _iter_files(resolve_paths(item), text_field, lines)
         elif isinstance(item, str):
             yield item
         else:
@@ -147,13 +150,15 @@ def split_plain_files(source) -> tuple[list[Path], object]:
     return plain, [p for p in paths if p not in kept]
 
 
-def _iter_files(paths: Iterable[Path], text_field: str) -> Iterator[str]:
+def _iter_files(paths: Iterable[Path], text_field: str, lines: bool = False) -> Iterator[str]:
     for path in paths:
         kind = Path(path.stem).suffix if path.suffix in _OPENERS else path.suffix
         if kind in _JSONL:
             yield from read_jsonl(path, text_field)
         elif path.suffix == ".parquet":
             yield from read_parquet(path, text_field)
+        elif lines:
+            yield from read_lines(path)
         else:
             yield from read_blocks(path)
 
@@ -243,12 +248,15 @@ def read_blocks(path: Path) -> Iterator[str]:
 
 
 def _safe_cut(text: str) -> int:
-    """Position after the last newline followed by a non-space character (0 if none)."""
+    """Position of the last safe point of ``text`` (0 if none): just after a newline that follows
+    a non-space character and comes before a non-space character other than ``/`` (the rule of
+    ``rust/train/read.rs``, ``is_safe_cut``, which says why)."""
     pos = len(text) - 1
     while True:
         nl = text.rfind("\n", 0, pos)
-        if nl < 0:
+        if nl < 1:
             return 0
-        if not text[nl + 1].isspace():
+        after, before = text[nl + 1], text[nl - 1]
+        if not after.isspace() and after != "/" and not before.isspace():
             return nl + 1
         pos = nl

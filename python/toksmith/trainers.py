@@ -129,7 +129,8 @@ def train(
       does not depend on it.
     - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
       as sorted runs and merged at the end.
-    - ``max_chars_per_doc``: longer texts are cut to this many characters.
+    - ``max_chars_per_doc``: longer texts are cut to this many characters (the texts of a
+      plain-text file are then its lines; of JSONL and Parquet, their records).
     - ``level="char"``: classic character-level BPE: merges start from characters (the
       ``limit_alphabet`` most frequent ones; the last character of a chunk carries
       ``end_of_word_suffix``, e.g. ``"</w>"``). Characters outside the alphabet become ``<unk>``,
@@ -362,7 +363,7 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
     size = 0
     with ThreadPoolExecutor(max_workers=1) as pool:
         try:
-            for text in iter_texts(source, text_field=text_field):
+            for text in iter_texts(source, text_field=text_field, lines=max_chars_per_doc is not None):
                 if max_chars_per_doc is not None:
                     text = text[:max_chars_per_doc]
                 batch.append(text)

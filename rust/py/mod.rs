@@ -520,7 +520,7 @@ struct ReadAhead {
 impl ReadAhead {
     /// The block at `offset`: the one read ahead if it is that one, else read now (into
     /// `buffer`), only `now_size` bytes of it.
-    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, now_size: usize, buffer: &mut Vec<u8>) -> Result<(String, u64), Error> {
+    fn take(ahead: Option<ReadAhead>, path: &std::path::Path, offset: u64, size: usize, now_size: usize, buffer: &mut Vec<u8>, avoid: &[String]) -> Result<(String, u64), Error> {
         match ahead {
             Some(a) if a.path == path && a.offset == offset && a.size == size => a.block,
             other => {
@@ -530,7 +530,7 @@ impl ReadAhead {
                         *buffer = text.into_bytes();
                     }
                 }
-                read_block_into(path, offset, now_size, std::mem::take(buffer))
+                read_block_into(path, offset, now_size, std::mem::take(buffer), avoid)
             }
         }
     }
@@ -596,7 +596,9 @@ impl PyBpeTrainer {
                     Some(n) => n,
                 };
                 let now_size = if pool_threads > 1 { size.min(FIRST_BLOCK_BYTES) } else { size };
-                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare)?;
+                // Special tokens that hold a line end must not be cut in two (see `is_safe_cut`).
+                let avoid = &sp.with_line_ends();
+                let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare, avoid)?;
                 let more = std::fs::metadata(&path).is_ok_and(|m| next < m.len());
                 let read_next_here = more && pool_threads > 1;
                 // With several threads, one of them reads the next block while the others
@@ -611,14 +613,14 @@ impl PyBpeTrainer {
                             let buffer = std::mem::take(&mut *buffer.lock().unwrap_or_else(|e| e.into_inner()));
                             // A panic while reading fails the call that needs the block, as an
                             // error would, not this one.
-                            let block = catch_unwind(AssertUnwindSafe(|| read_block_into(&path, next, size, buffer)))
+                            let block = catch_unwind(AssertUnwindSafe(|| read_block_into(&path, next, size, buffer, avoid)))
                                 .unwrap_or_else(|panic| Err(Error::new(ErrorKind::Internal, panic_message(panic))));
                             *ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(block);
                         }
                     };
                     // Small pieces (about 256 KB), so that threads finishing early find work;
                     // their size does not change the tables (see `count_chunks`).
-                    let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()));
+                        let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()), avoid);
                     counts.add_tallies(&count_chunks_beside(&pieces, pre, sp, &read_next)?)
                 })??;
                 *read_ahead = ahead.into_inner().unwrap_or_else(|e| e.into_inner()).map(|block| ReadAhead { path: path.clone(), offset: next, size, block });

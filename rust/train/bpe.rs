@@ -1044,6 +1044,16 @@ impl MergeLearner {
                 "the corpus is empty: no text was found to train on. Check the paths or the iterable you passed",
             ));
         }
+        // Every count of the training (a pair's, a merge's) is at most the sum over the words of
+        // their count times their pairs: when that fits in 64 bits, no sum can wrap. (Counts
+        // files can hold any count, see `read_tsv`.)
+        let total: u128 = words.info.par_iter().map(|i| i.freq as u128 * i.len().saturating_sub(1) as u128).sum();
+        if total > u64::MAX as u128 {
+            return Err(Error::new(
+                ErrorKind::Training,
+                format!("the chunk counts are too large: their pairs add up to {total}, past 2^64 - 1; scale the counts down"),
+            ));
+        }
         // Rare pairs can never be merged (see `absorb`).
         let min_frequency = min_frequency.max(1);
         let pairs = count_all_pairs(&words, min_frequency);

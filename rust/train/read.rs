@@ -3,8 +3,8 @@
 //!
 //! The rules are those of the Python reader (`toksmith.sources.read_blocks`): bytes that are not
 //! UTF-8 become U+FFFD (the maximal-subpart rule, as Python's `errors="replace"`), and a block
-//! ends just after a line end that is followed by a non-space character, a point no chunk of a
-//! named pattern crosses.
+//! ends at a safe point (see `is_safe_cut`), which no chunk of a named pattern crosses: the
+//! counts are those of the whole file, whatever the blocks and the number of threads.
 
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
@@ -12,22 +12,53 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// Position just after the last `\n` of `text` that is followed by a non-space character, if any.
-pub fn last_safe_cut(text: &str) -> Option<usize> {
+/// Whether a block or piece of `text` may end at byte `p`: just after a `\n` that follows a
+/// non-space character and comes before a non-space character other than `/`, and inside no
+/// occurrence of a string of `avoid` (the special tokens that hold a `\n`). There every named
+/// pattern (GPT-2, cl100k, o200k, Llama 3, Qwen 2) has a chunk boundary that does not depend on
+/// the text after it: the `\n` is a chunk of its own or ends a run of punctuation, and the next
+/// chunk starts at `p`. A space before the `\n` would not do: at the end of a piece GPT-2's
+/// `\s+(?!\S)` takes " \n" whole, in the file " " and "\n" apart; nor a `/` after it, which
+/// o200k's punctuation chunks take (`[\r\n/]*`); nor a special token cut in two.
+pub fn is_safe_cut(text: &str, p: usize, avoid: &[String]) -> bool {
+    let bytes = text.as_bytes();
+    if p < 2 || p > bytes.len() || bytes[p - 1] != b'\n' {
+        return false;
+    }
+    let before = text[..p - 1].chars().next_back();
+    let after = text[p..].chars().next();
+    let (Some(before), Some(after)) = (before, after) else { return false };
+    if before.is_whitespace() || after.is_whitespace() || after == '/' {
+        return false;
+    }
+    avoid.iter().all(|special| {
+        let (mut lo, mut hi) = (p.saturating_sub(special.len()), (p + special.len()).min(text.len()));
+        while !text.is_char_boundary(lo) {
+            lo -= 1;
+        }
+        while !text.is_char_boundary(hi) {
+            hi += 1;
+        }
+        text[lo..hi].match_indices(special.as_str()).all(|(i, m)| lo + i >= p || lo + i + m.len() <= p)
+    })
+}
+
+/// Position of the last safe point of `text` (see `is_safe_cut`), if any.
+pub fn last_safe_cut(text: &str, avoid: &[String]) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut end = bytes.len();
     while let Some(nl) = bytes[..end].iter().rposition(|&b| b == b'\n') {
-        match text[nl + 1..].chars().next() {
-            Some(c) if !c.is_whitespace() => return Some(nl + 1),
-            _ => end = nl,
+        if is_safe_cut(text, nl + 1, avoid) {
+            return Some(nl + 1);
         }
+        end = nl;
     }
     None
 }
 
 /// Splits `text` at safe points into about `n` pieces of similar size (fewer when it has
 /// few safe points), for counting on `n` threads.
-pub fn split_safe(text: &str, n: usize) -> Vec<&str> {
+pub fn split_safe<'t>(text: &'t str, n: usize, avoid: &[String]) -> Vec<&'t str> {
     let mut pieces = Vec::with_capacity(n);
     let mut rest = text;
     let size = text.len().div_ceil(n.max(1));
@@ -37,7 +68,7 @@ pub fn split_safe(text: &str, n: usize) -> Vec<&str> {
             at += 1;
         }
         // The first safe point after the target size, else the rest stays whole.
-        match rest[at..].find('\n').and_then(|nl| first_safe_cut(&rest[at + nl..]).map(|c| at + nl + c)) {
+        match first_safe_cut(rest, at, avoid) {
             Some(cut) if cut < rest.len() => {
                 pieces.push(&rest[..cut]);
                 rest = &rest[cut..];
@@ -49,15 +80,14 @@ pub fn split_safe(text: &str, n: usize) -> Vec<&str> {
     pieces
 }
 
-/// Position just after the first `\n` of `text` that is followed by a non-space character.
-fn first_safe_cut(text: &str) -> Option<usize> {
+/// Position of the first safe point of `text` from byte `from` on (see `is_safe_cut`).
+fn first_safe_cut(text: &str, mut from: usize, avoid: &[String]) -> Option<usize> {
     let bytes = text.as_bytes();
-    let mut from = 0;
     while let Some(nl) = bytes[from..].iter().position(|&b| b == b'\n').map(|p| from + p) {
-        match text[nl + 1..].chars().next() {
-            Some(c) if !c.is_whitespace() => return Some(nl + 1),
-            _ => from = nl + 1,
+        if is_safe_cut(text, nl + 1, avoid) {
+            return Some(nl + 1);
         }
+        from = nl + 1;
     }
     None
 }
@@ -65,13 +95,13 @@ fn first_safe_cut(text: &str) -> Option<usize> {
 /// Reads the text of `path` from byte `offset`: at least `size` bytes (unless the file ends
 /// first), cut at the last safe point. Returns the text and the offset where the next block
 /// starts (the file's size once it is all read).
-pub fn read_block(path: &Path, offset: u64, size: usize) -> Result<(String, u64)> {
-    read_block_into(path, offset, size, Vec::new())
+pub fn read_block(path: &Path, offset: u64, size: usize, avoid: &[String]) -> Result<(String, u64)> {
+    read_block_into(path, offset, size, Vec::new(), avoid)
 }
 
 /// `read_block` into `bytes` (emptied first), the buffer of an earlier block: reading into
 /// memory already in use costs no page faults, and a fresh 8 MB buffer costs 2,048 of them.
-pub fn read_block_into(path: &Path, offset: u64, size: usize, mut bytes: Vec<u8>) -> Result<(String, u64)> {
+pub fn read_block_into(path: &Path, offset: u64, size: usize, mut bytes: Vec<u8>, avoid: &[String]) -> Result<(String, u64)> {
     let fail = |e: std::io::Error| Error::new(ErrorKind::Training, format!("cannot read {}: {e}", path.display()));
     let mut file = File::open(path).map_err(fail)?;
     file.seek(SeekFrom::Start(offset)).map_err(fail)?;
@@ -92,7 +122,7 @@ pub fn read_block_into(path: &Path, offset: u64, size: usize, mut bytes: Vec<u8>
             Ok(text) => Cow::Borrowed(text),
             Err(_) => String::from_utf8_lossy(&bytes[..valid]),
         };
-        let cut = if at_end { Some(text.len()) } else { last_safe_cut(&text) };
+        let cut = if at_end { Some(text.len()) } else { last_safe_cut(&text, avoid) };
         if let Some(cut) = cut {
             if let Cow::Owned(mut text) = text {
                 // Something was replaced: count the bytes up to the cut again from the source.
@@ -157,12 +187,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cuts_only_before_a_non_space() {
-        assert_eq!(last_safe_cut("a\nb\n \nc"), Some(6));
-        assert_eq!(last_safe_cut("a\n \n"), None);
-        assert_eq!(first_safe_cut("a\n \nc\nd"), Some(4));
+    fn cuts_only_between_non_spaces() {
+        assert_eq!(last_safe_cut("a\nb\n \nc", &[]), Some(2));
+        assert_eq!(last_safe_cut("a\n \n", &[]), None);
+        assert_eq!(first_safe_cut("a\n \nc\nd", 0, &[]), Some(6));
+        // Not after a space, a blank line or a \r, nor before a slash (see `is_safe_cut`).
+        assert_eq!(last_safe_cut("x \ny\n\nz\r\nw;\n//", &[]), None);
+        assert_eq!(last_safe_cut("x;\n/y", &[]), None);
+        // Nor inside a special token.
+        let avoid = vec!["<doc\nend>".to_string()];
+        assert_eq!(last_safe_cut("a\nb <doc\nend> c", &avoid), Some(2));
+        assert_eq!(last_safe_cut("a\nb <doc\nend>\nc", &avoid), Some(14));
         let text = "one\ntwo\n\n three\nfour\nfive\n";
-        let pieces = split_safe(text, 3);
+        let pieces = split_safe(text, 3, &[]);
         assert_eq!(pieces.concat(), text);
         assert!(pieces.len() > 1 && pieces.iter().all(|p| !p.is_empty()));
         assert!(pieces[1..].iter().all(|p| !p.starts_with(char::is_whitespace)));
@@ -187,7 +224,7 @@ mod tests {
         for size in [1, 7, 64, 1000, 1 << 20] {
             let (mut text, mut offset) = (String::new(), 0);
             while offset < bytes.len() as u64 {
-                let (block, next) = read_block(&path, offset, size).unwrap();
+                let (block, next) = read_block(&path, offset, size, &[]).unwrap();
                 assert!(next > offset);
                 text.push_str(&block);
                 offset = next;
