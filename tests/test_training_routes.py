@@ -72,3 +72,24 @@ def test_pair_counts_past_64_bits_are_an_error(tmp_path):
         toksmith.train(counts, from_counts=True, vocab_size=260)
     counts.write_text(f"aaa\t{2**62 - 1}\nbc\t5\n", encoding="utf-8")
     assert toksmith.train(counts, from_counts=True, vocab_size=258).merges[0] == (b"a", b"a")
+
+
+def test_custom_pattern_gives_the_same_tokenizer_on_any_number_of_threads(tmp_path):
+    """A custom regex's chunks may span a cut (here only spaces split, so a chunk runs from one
+    line into the next), so the cuts of a file must not move with the number of threads: a file
+    over the first block's size (1 MiB) and many pieces."""
+    path = data_path("corpora", "en", "python-3.11-docs.rst.txt.xz")
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        text = f.read(2_500_000)
+    plain = tmp_path / "corpus.txt"
+    plain.write_text(text, encoding="utf-8")
+    pattern = r"[^ ]+| +"
+    counts = {}
+    for threads in (1, 2, 3):
+        out = tmp_path / f"counts{threads}.tsv"
+        count(plain, out, pattern=pattern, num_threads=threads)
+        counts[threads] = out.read_bytes()
+    assert counts[1] == counts[2] == counts[3]
+    models = {threads: model_of(toksmith.train(plain, num_threads=threads, vocab_size=800, pattern=pattern))
+              for threads in (1, 2, 3)}
+    assert models[1] == models[2] == models[3]

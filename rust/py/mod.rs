@@ -595,7 +595,11 @@ impl PyBpeTrainer {
                     None | Some(0) => rayon::current_num_threads(), // the global pool's
                     Some(n) => n,
                 };
-                let now_size = if pool_threads > 1 { size.min(FIRST_BLOCK_BYTES) } else { size };
+                // Cuts are exact for the named patterns (see `is_safe_cut`); with another regex a
+                // chunk may span one, so there the cuts must not depend on the number of threads
+                // either (the result would): no short first block, pieces by size alone.
+                let exact_cuts = pre.uses_scanner();
+                let now_size = if pool_threads > 1 && exact_cuts { size.min(FIRST_BLOCK_BYTES) } else { size };
                 // Special tokens that hold a line end must not be cut in two (see `is_safe_cut`).
                 let avoid = &sp.with_line_ends();
                 let (text, next) = ReadAhead::take(read_ahead.take(), &path, offset, size, now_size, spare, avoid)?;
@@ -620,7 +624,9 @@ impl PyBpeTrainer {
                     };
                     // Small pieces (about 256 KB), so that threads finishing early find work;
                     // their size does not change the tables (see `count_chunks`).
-                        let pieces = split_safe(&text, text.len().div_ceil(COUNT_PIECE_BYTES).max(4 * rayon::current_num_threads()), avoid);
+                        let per_size = text.len().div_ceil(COUNT_PIECE_BYTES);
+                    let n_pieces = if exact_cuts { per_size.max(4 * rayon::current_num_threads()) } else { per_size };
+                    let pieces = split_safe(&text, n_pieces, avoid);
                     counts.add_tallies(&count_chunks_beside(&pieces, pre, sp, &read_next)?)
                 })??;
                 *read_ahead = ahead.into_inner().unwrap_or_else(|e| e.into_inner()).map(|block| ReadAhead { path: path.clone(), offset: next, size, block });
