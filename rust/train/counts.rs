@@ -37,6 +37,8 @@ pub struct SpillingCounts {
     budget: Option<usize>,
     spill_dir: PathBuf,
     runs: Vec<PathBuf>,
+    /// Run files written so far (each gets a name of its own).
+    files_written: usize,
 }
 
 const SHARDS: usize = 64;
@@ -147,7 +149,7 @@ fn empty_shards() -> Vec<Shard> {
 impl SpillingCounts {
     /// `budget`: bytes the table may use before it is spilled to `spill_dir` (None: never).
     pub fn new(budget: Option<usize>, spill_dir: PathBuf) -> Self {
-        SpillingCounts { shards: empty_shards(), table_bytes: 0, budget, spill_dir, runs: Vec::new() }
+        SpillingCounts { shards: empty_shards(), table_bytes: 0, budget, spill_dir, runs: Vec::new(), files_written: 0 }
     }
 
     pub fn add(&mut self, chunk: &[u8], n: u64) -> Result<()> {
@@ -234,19 +236,16 @@ impl SpillingCounts {
             return Ok(());
         }
         std::fs::create_dir_all(&self.spill_dir).map_err(|e| io_err("cannot create the spill folder", e))?;
-        let path = self.spill_dir.join(format!("run-{:05}.bin", self.runs.len()));
+        let path = self.new_run_path();
         let entries = self.take_sorted();
         let file = File::create(&path).map_err(|e| io_err(&format!("cannot write {}", path.display()), e))?;
         let mut w = BufWriter::new(file);
         for (k, v) in &entries {
-            w.write_all(&(k.len() as u32).to_le_bytes())
-                .and_then(|_| w.write_all(k))
-                .and_then(|_| w.write_all(&v.to_le_bytes()))
-                .map_err(|e| io_err("cannot write a spill run", e))?;
+            write_entry(&mut w, k, *v)?;
         }
         w.flush().map_err(|e| io_err("cannot write a spill run", e))?;
         self.runs.push(path);
-        Ok(())
+        self.compact_runs()
     }
 
     /// All (chunk, total count), consuming the counts, in groups whose order depends on the
@@ -276,42 +275,88 @@ impl SpillingCounts {
         }
         let mut sources: Vec<Box<dyn Iterator<Item = Result<(Chunk, u64)>>>> = Vec::new();
         sources.push(Box::new(memory.into_iter().map(Ok)));
-        for path in &self.runs {
-            let file = File::open(path).map_err(|e| io_err(&format!("cannot read {}", path.display()), e))?;
-            sources.push(Box::new(RunReader { r: BufReader::new(file) }));
-        }
-        // k-way merge: the heap holds the next entry of every source.
-        let mut heap = BinaryHeap::new();
-        for (i, s) in sources.iter_mut().enumerate() {
-            if let Some(e) = s.next() {
-                let (k, v) = e?;
-                heap.push(Reverse((k, i, v)));
-            }
-        }
-        let mut current: Option<(Chunk, u64)> = None;
-        while let Some(Reverse((k, i, v))) = heap.pop() {
-            if let Some(e) = sources[i].next() {
-                let (nk, nv) = e?;
-                heap.push(Reverse((nk, i, nv)));
-            }
-            match &mut current {
-                Some((ck, cv)) if *ck == k => *cv = add_count(*cv, v, ck.as_slice())?,
-                _ => {
-                    if let Some((ck, cv)) = current.take() {
-                        f(ck, cv);
-                    }
-                    current = Some((k, v));
-                }
-            }
-        }
-        if let Some((ck, cv)) = current {
-            f(ck, cv);
-        }
+        merge_sources(sources, &self.runs, f)?;
         for path in self.runs.drain(..) {
             let _ = std::fs::remove_file(path);
         }
         Ok(())
     }
+
+    fn new_run_path(&mut self) -> PathBuf {
+        self.files_written += 1;
+        self.spill_dir.join(format!("run-{:05}.bin", self.files_written))
+    }
+
+    /// Merges all runs into one when there are `MAX_RUNS`: the final merge opens every run at
+    /// once, and a tiny budget would otherwise make more of them than files may be open.
+    fn compact_runs(&mut self) -> Result<()> {
+        if self.runs.len() < MAX_RUNS {
+            return Ok(());
+        }
+        let path = self.new_run_path();
+        let file = File::create(&path).map_err(|e| io_err(&format!("cannot write {}", path.display()), e))?;
+        let mut w = BufWriter::new(file);
+        let mut result = Ok(());
+        merge_sources(Vec::new(), &self.runs, |k, v| {
+            if result.is_ok() {
+                result = write_entry(&mut w, &k, v);
+            }
+        })?;
+        result?;
+        w.flush().map_err(|e| io_err("cannot write a spill run", e))?;
+        for old in self.runs.drain(..) {
+            let _ = std::fs::remove_file(old);
+        }
+        self.runs.push(path);
+        Ok(())
+    }
+}
+
+/// Spilled runs at most, before they are merged into one (see `compact_runs`).
+const MAX_RUNS: usize = 64;
+
+fn write_entry(w: &mut impl Write, k: &[u8], v: u64) -> Result<()> {
+    w.write_all(&(k.len() as u32).to_le_bytes())
+        .and_then(|_| w.write_all(k))
+        .and_then(|_| w.write_all(&v.to_le_bytes()))
+        .map_err(|e| io_err("cannot write a spill run", e))
+}
+
+/// Calls `f` on every (chunk, total count) of `sources` and the runs at `runs`, each sorted, in
+/// ascending chunk order (a k-way merge; equal chunks' counts added up).
+fn merge_sources(mut sources: Vec<Box<dyn Iterator<Item = Result<(Chunk, u64)>>>>, runs: &[PathBuf], mut f: impl FnMut(Chunk, u64)) -> Result<()> {
+    for path in runs {
+        let file = File::open(path).map_err(|e| io_err(&format!("cannot read {}", path.display()), e))?;
+        sources.push(Box::new(RunReader { r: BufReader::new(file) }));
+    }
+    // k-way merge: the heap holds the next entry of every source.
+    let mut heap = BinaryHeap::new();
+    for (i, s) in sources.iter_mut().enumerate() {
+        if let Some(e) = s.next() {
+            let (k, v) = e?;
+            heap.push(Reverse((k, i, v)));
+        }
+    }
+    let mut current: Option<(Chunk, u64)> = None;
+    while let Some(Reverse((k, i, v))) = heap.pop() {
+        if let Some(e) = sources[i].next() {
+            let (nk, nv) = e?;
+            heap.push(Reverse((nk, i, nv)));
+        }
+        match &mut current {
+            Some((ck, cv)) if *ck == k => *cv = add_count(*cv, v, ck.as_slice())?,
+            _ => {
+                if let Some((ck, cv)) = current.take() {
+                    f(ck, cv);
+                }
+                current = Some((k, v));
+            }
+        }
+    }
+    if let Some((ck, cv)) = current {
+        f(ck, cv);
+    }
+    Ok(())
 }
 
 impl Drop for SpillingCounts {
@@ -387,6 +432,8 @@ mod tests {
             *expected.entry(k.clone()).or_insert(0) += 1;
             s.add(&k, 1).unwrap();
             s.spill_if_over_budget().unwrap();
+            // Never more runs open at the end than MAX_RUNS (they are merged into one).
+            assert!(s.num_runs() < MAX_RUNS);
         }
         assert!(s.num_runs() > 3);
         let mut got = Vec::new();
