@@ -55,3 +55,27 @@ def test_errors_are_one_line(tmp_path):
 @pytest.mark.parametrize("cmd", ["train", "encode", "decode", "inspect", "demo"])
 def test_help(cmd):
     assert "usage" in run(cmd, "--help").stdout
+
+
+def test_train_character_level_from_the_command_line(tmp_path):
+    """The issue asks for every training option in the CLI too: character level with an
+    end-of-word suffix, limit_alphabet and byte fallback (saved as a tokenizer.json)."""
+    import toksmith
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT + " 你好", encoding="utf-8")
+    out = tmp_path / "char.json"
+    run("train", str(corpus), "--vocab-size", "40", "--level", "char", "--end-of-word-suffix", "</w>", "-q", "-o", str(out))
+    tok = toksmith.load(out)
+    assert tok.pipeline is not None and any(name.endswith("</w>") for name in map(tok.id_to_token, range(tok.vocab_size)))
+    assert tok.decode(tok.encode("lower newest")) == "lower newest"
+    out = tmp_path / "fallback.json"
+    run("train", str(corpus), "--vocab-size", "300", "--level", "char", "--limit-alphabet", "8", "--byte-fallback",
+        "-q", "-o", str(out))
+    tok = toksmith.load(out)
+    names = [tok.id_to_token(i) for i in tok.encode("你好 lowest")]
+    assert "<0xE4>" in names and tok.decode(tok.encode("你好 lowest")) == "你好 lowest"
+    bad = run("train", str(corpus), "--vocab-size", "300", "--byte-fallback", "-q", "-o", str(tmp_path / "x.json"), ok=False)
+    assert bad.returncode == 2 and "level='char'" in bad.stderr
+    bad = run("train", str(corpus), "--vocab-size", "40", "--level", "char", "--trace", "-o", str(tmp_path / "y.json"), ok=False)
+    assert bad.returncode == 2 and "--trace" in bad.stderr

@@ -18,6 +18,9 @@ def _train_source(files: list[str]):
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
+    if args.trace and args.level != "byte":
+        raise toksmith.TrainingError("--trace replays byte-level BPE; for character level use "
+                                     "toksmith.reference.train_bpe(level='char'), whose format_trace() prints the table")
     source = _train_source(args.files)
     tok = toksmith.train(
         source,
@@ -33,10 +36,16 @@ def _cmd_train(args: argparse.Namespace) -> None:
         text_field=args.text_field,
         from_counts=args.from_counts,
         show_progress=not args.quiet,
+        level=args.level,
+        end_of_word_suffix=args.end_of_word_suffix,
+        limit_alphabet=args.limit_alphabet,
+        byte_fallback=args.byte_fallback,
     )
     if args.trace:
         _print_trace(tok, source, args)
-    tok.save(args.output)
+    # Character-level BPE is not byte-level: it is saved as a Hugging Face tokenizer.json
+    # (toksmith.load reads it back).
+    tok.save(args.output, format="toksmith" if tok.pipeline is None else "hf")
     if not args.quiet:
         print(f"trained {tok!r}; saved to {args.output}", file=sys.stderr)
 
@@ -52,6 +61,7 @@ def _print_trace(tok, source, args) -> None:
 
     if args.from_counts:
         raise toksmith.TrainingError("--trace needs the corpus itself, not counts")
+
     counts: dict[str, int] = {}
     size = 0
     for text in iter_texts(source, text_field=args.text_field):
@@ -206,7 +216,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_counting_options(p)
     p.add_argument("--special-tokens-position", choices=["first", "last"], default="first")
     p.add_argument("--min-frequency", type=int, default=2, help="stop when the best pair occurs fewer times (default 2)")
-    p.add_argument("--max-token-length", type=int, default=None, help="no token longer than this many bytes")
+    p.add_argument("--max-token-length", type=int, default=None,
+                   help="no token longer than this many bytes (characters at --level char)")
+    p.add_argument("--level", choices=["byte", "char"], default="byte",
+                   help="byte-level BPE (default), or classic character-level BPE")
+    p.add_argument("--end-of-word-suffix", default=None, metavar="S",
+                   help="--level char: the suffix the last character of a chunk carries, e.g. '</w>'")
+    p.add_argument("--limit-alphabet", type=int, default=None, metavar="N",
+                   help="--level char: keep only the N most frequent characters (the rest: <unk> or bytes)")
+    p.add_argument("--byte-fallback", action="store_true",
+                   help="--level char: characters outside the alphabet become byte tokens <0x00>..<0xFF>")
     p.add_argument("--from-counts", action="store_true", help="FILES are counts written by `toksmith count` (or merge-counts)")
     p.add_argument("--trace", action="store_true", help="print the merge table: step, pair, count, corpus after the merge (small corpora)")
     p.add_argument("-o", "--output", required=True, help="where to save the tokenizer (.json)")
