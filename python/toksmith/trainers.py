@@ -124,7 +124,8 @@ def train(
     - ``special_tokens``: reserved at ids ``0..k-1`` (``special_tokens_position="first"``) or
       after the last merge (``"last"``); merges never learn from or produce them.
     - ``min_frequency``: stop when the most frequent pair occurs fewer times.
-    - ``max_token_length``: no token longer than this many bytes.
+    - ``max_token_length``: no token longer than this many bytes (characters at
+      ``level="char"``, the end-of-word suffix not counted).
     - ``num_threads``: threads for reading, counting and merging (default: all cores). The result
       does not depend on it.
     - ``max_memory``: a budget for the chunk counts (``"2GB"``); past it they are spilled to disk
