@@ -381,8 +381,10 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Joins the bytes of ``ids``. Raises :class:`DecodeError` for an id not in the vocabulary."""
-        ids = _id_list(ids)
+        # A list goes to Rust as it is (its items are checked there); anything else is made one.
+        ids = ids if type(ids) is list else _id_list(ids)
         if self._pipeline is not None:
+            ids = _id_list(ids)
             fast = self._pipeline.fast
             if fast is None:
                 return self._pipeline.decode(ids).encode("utf-8")
@@ -395,8 +397,9 @@ class Tokenizer:
         try:
             return self._model.decode_bytes(ids)
         except (TypeError, OverflowError):
-            bad = next((i for i in ids if not isinstance(i, int) or not 0 <= i < 2**32), None)
-            raise DecodeError(f"ids must be non-negative ints; got {bad!r}") from None
+            ids = _id_list(ids)  # a typed error for an item that is no integer
+            bad = next((i for i in ids if not 0 <= i < 2**32), None)
+            raise DecodeError(f"ids must be non-negative ints below 2^32; got {bad!r}") from None
 
     @staticmethod
     def _fast_token_bytes(fast, i) -> bytes:
@@ -408,13 +411,13 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """Decodes ``ids`` to text. Bytes that are not valid UTF-8 become U+FFFD with
         ``errors="replace"`` (the default) and raise :class:`DecodeError` with ``errors="strict"``."""
-        ids = _id_list(ids)
+        ids = ids if type(ids) is list else _id_list(ids)
         try:
             codecs.lookup_error(errors)
         except (LookupError, TypeError):
             raise DecodeError(f"unknown errors={errors!r}; use 'replace' or 'strict' (or another codec error handler)") from None
         if self._pipeline is not None:
-            return self._pipeline.decode(ids, skip_special_tokens=skip_special_tokens)
+            return self._pipeline.decode(_id_list(ids), skip_special_tokens=skip_special_tokens)
         if skip_special_tokens:
             specials = set(self.special_tokens.values())
             ids = [i for i in ids if i not in specials]
