@@ -107,6 +107,12 @@ class WordPiece(Decoder):
 _BYTE_TOKEN = re.compile(r"<0x(\+?[0-9a-fA-F]+)>")
 
 
+def byte_of_token(token: str) -> int | None:
+    """The byte a ``<0xAB>`` token stands for in Hugging Face's ByteFallback, else None."""
+    m = _BYTE_TOKEN.fullmatch(token) if len(token.encode("utf-8")) == 6 else None
+    return int(m.group(1), 16) if m else None
+
+
 class ByteFallback(Decoder):
     """Turns runs of ``<0xAB>`` byte tokens into text; bytes that are not valid UTF-8 give
     one U+FFFD each."""
@@ -124,9 +130,9 @@ class ByteFallback(Decoder):
                 pending.clear()
 
         for t in tokens:
-            m = _BYTE_TOKEN.fullmatch(t) if len(t.encode("utf-8")) == 6 else None
-            if m:
-                pending.append(int(m.group(1), 16))
+            byte = byte_of_token(t)
+            if byte is not None:
+                pending.append(byte)
             else:
                 flush()
                 out.append(t)

@@ -20,6 +20,7 @@ from typing import Literal
 from . import _core
 from ._io import write_atomic
 from .byte_level import bytes_to_token, token_to_bytes
+from .decoders import byte_of_token
 from .errors import DecodeError, EncodeError, FormatError, InvalidPatternError, SpecialTokenError
 
 FORMAT_NAME = "toksmith"
@@ -246,7 +247,7 @@ class Tokenizer:
         if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
             raise EncodeError(f"encode_batch takes a list (or other iterable) of str, not {type(texts).__name__}; "
                               f"for one text use encode()")
-        _check_threads(num_threads)
+        check_threads(num_threads)
         texts = list(texts)
         allowed = self._check_batch_specials(texts, allowed_special, disallowed_special)
         if not texts:
@@ -493,7 +494,7 @@ class Tokenizer:
         for a list of str (encoded in parallel)."""
         import numpy as np
 
-        _check_threads(num_threads)
+        check_threads(num_threads)
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype("uint16"), np.dtype("uint32")):
             raise EncodeError(f"dtype must be uint16 or uint32, not {dtype}")
@@ -630,7 +631,7 @@ class Tokenizer:
         if not isinstance(model, dict) or model.get("type") != "bpe" or model.get("level") != "byte":
             raise bad("'model' must be a byte-level BPE model")
         vocab, merges = model.get("vocab"), model.get("merges")
-        if not isinstance(vocab, dict) or not all(_is_id(v) for v in vocab.values()):
+        if not isinstance(vocab, dict) or not all(is_id(v) for v in vocab.values()):
             raise bad(f"'model.vocab' must map token names to int ids from 0 to {MAX_ID}")
         merges_ok = merges is None or isinstance(merges, list) and all(
             isinstance(m, list) and len(m) == 2 and all(isinstance(t, str) for t in m) for m in merges
@@ -646,7 +647,7 @@ class Tokenizer:
         if not isinstance(pre, dict) or not isinstance(pre.get("pattern"), str):
             raise bad("'pre_tokenizer.pattern' is missing")
         specials = d.get("special_tokens", {})
-        if not isinstance(specials, dict) or not all(isinstance(k, str) and _is_id(v) for k, v in specials.items()):
+        if not isinstance(specials, dict) or not all(isinstance(k, str) and is_id(v) for k, v in specials.items()):
             raise bad(f"'special_tokens' must map strings to int ids from 0 to {MAX_ID}")
         try:
             return cls(
@@ -699,7 +700,8 @@ class _text_errors:
 MAX_ID = 2**32 - 1
 
 
-def _is_id(v) -> bool:
+def is_id(v) -> bool:
+    """Whether ``v`` can be a token id: an int (not a bool) from 0 to ``MAX_ID``."""
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ID
 
 
@@ -717,11 +719,15 @@ def _id_list(ids) -> list[int]:
     return out
 
 
-def _check_threads(num_threads) -> None:
-    """``num_threads`` of the batch calls: None (all cores) or 1 to 256 (as for training)."""
+#: Threads a call may ask for at most: more is a mistake (each one is started).
+MAX_THREADS = 256
+
+
+def check_threads(num_threads, error: type[Exception] = EncodeError, name: str = "num_threads") -> None:
+    """``num_threads``: None (all cores) or an int from 1 to ``MAX_THREADS``; else ``error``."""
     if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
-                                    or not 1 <= num_threads <= 256):
-        raise EncodeError(f"num_threads must be None (all cores) or an int from 1 to 256, not {num_threads!r}")
+                                    or not 1 <= num_threads <= MAX_THREADS):
+        raise error(f"{name} must be None (all cores) or an int from 1 to {MAX_THREADS}, not {num_threads!r}")
 
 
 def _valid_text(text) -> str:
@@ -733,9 +739,6 @@ def _valid_text(text) -> str:
         with _text_errors():
             text.encode("utf-8")
     return text
-
-
-_BYTE_TOKEN = re.compile(r"<0x[0-9a-fA-F]{2}>")
 
 
 def _decodes_byte_runs(decoder) -> bool:
@@ -785,7 +788,7 @@ class StreamDecoder:
         if name is None:
             raise DecodeError(f"id {id!r} is not in the vocabulary (0 to {self._tok.vocab_size - 1})")
         self._ids.append(id)
-        if self._byte_runs and _BYTE_TOKEN.fullmatch(name):
+        if self._byte_runs and byte_of_token(name) is not None:
             # Hugging Face's ByteFallback decodes a run of byte tokens all or nothing: one more
             # byte that breaks it turns all of it into U+FFFD. Its text is final once the run ends
             # (nothing to decode until then, so a long run costs no more per id).

@@ -21,7 +21,7 @@ from ._io import atomic_output
 from .errors import TrainingError
 from .patterns import resolve
 from .sources import iter_texts, split_plain_files
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, check_threads as check_tokenizer_threads
 
 BATCH_CHARS = 1 << 21  # texts are handed to Rust in batches of about this many characters (2 Mi)
 FILE_BLOCK_BYTES = 1 << 23  # plain-text files are counted by Rust in blocks of about this many bytes (8 MiB)
@@ -34,8 +34,7 @@ MERGES_PER_STEP = 256
 STEP_SECONDS = 0.05
 MAX_MERGES_PER_STEP = 2048
 # Ints handed to Rust must fit its types (ids are u32, counts u64): a larger or negative one would
-# escape as OverflowError. More threads than this is a mistake (each one is started).
-MAX_THREADS = 256
+# escape as OverflowError.
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 
@@ -51,11 +50,8 @@ def check_int(name: str, value, minimum: int, maximum: int | None = U32_MAX, *, 
 
 
 def check_threads(num_threads) -> None:
-    """``num_threads``: None (all cores) or 1..MAX_THREADS."""
-    if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
-                                    or not 1 <= num_threads <= MAX_THREADS):
-        raise TrainingError(f"num_threads (CLI: --threads) must be None (all cores) or an int from 1 to {MAX_THREADS}, "
-                            f"not {num_threads!r}")
+    """``num_threads`` of training: :func:`toksmith.tokenizer.check_threads`, as a TrainingError."""
+    check_tokenizer_threads(num_threads, TrainingError, "num_threads (CLI: --threads)")
 
 
 def parse_memory(value: int | str | None) -> int | None:

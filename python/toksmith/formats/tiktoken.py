@@ -16,7 +16,7 @@ import json
 
 from .._io import write_atomic
 from ..errors import FormatError
-from ..tokenizer import Tokenizer
+from ..tokenizer import MAX_ID, Tokenizer, is_id
 
 #: The sidecar of an exported ``.tiktoken`` file: what the rank table itself does not carry.
 SIDECAR_SUFFIX = ".json"
@@ -76,21 +76,21 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
         path = Path(text)
     known = ENCODINGS.get(name) if name else None
     sidecar = Path(str(path) + SIDECAR_SUFFIX)
+    source = "special_tokens"  # where the special tokens come from, for an error
     if known is None and sidecar.is_file():
         meta = _read_sidecar(sidecar)
         pattern = pattern if pattern is not None else meta["pattern"]
-        special_tokens = special_tokens if special_tokens is not None else meta["special_tokens"]
+        if special_tokens is None:
+            special_tokens, source = meta["special_tokens"], str(sidecar)
     if pattern is None:
         if known is None:
             raise FormatError(f"{path}: a .tiktoken file does not carry its regex; pass pattern= (e.g. 'cl100k')")
         pattern = known[1]
     if special_tokens is None:
         special_tokens = dict(known[2]) if known else {}
-    source = f"{sidecar}" if known is None and sidecar.is_file() else "special_tokens"
     if not isinstance(special_tokens, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32
-            for k, v in special_tokens.items()):
-        raise FormatError(f"{source}: special tokens must map strings to int ids from 0 to {2**32 - 1}, "
+            isinstance(k, str) and is_id(v) for k, v in special_tokens.items()):
+        raise FormatError(f"{source}: special tokens must map strings to int ids from 0 to {MAX_ID}, "
                           f"e.g. {{'<|endoftext|>': 100257}}")
     pattern_name, regex = resolve(pattern)
     from .. import _core
