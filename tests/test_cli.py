@@ -79,3 +79,17 @@ def test_train_character_level_from_the_command_line(tmp_path):
     assert bad.returncode == 2 and "level='char'" in bad.stderr
     bad = run("train", str(corpus), "--vocab-size", "40", "--level", "char", "--trace", "-o", str(tmp_path / "y.json"), ok=False)
     assert bad.returncode == 2 and "--trace" in bad.stderr
+
+
+def test_count_then_train_from_counts_keeps_the_pattern(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    counts = tmp_path / "c.tsv"
+    run("count", str(corpus), "--pattern", "gpt2", "-o", str(counts), "-q")
+    assert (tmp_path / "c.tsv.meta.json").is_file()
+    out = tmp_path / "tok.json"
+    run("train", str(counts), "--from-counts", "--vocab-size", "300", "-o", str(out), "-q")
+    assert "gpt2" in run("inspect", str(out)).stdout
+    proc = run("train", str(counts), "--from-counts", "--pattern", "cl100k", "--vocab-size", "300",
+               "-o", str(tmp_path / "other.json"), ok=False)
+    assert proc.returncode != 0 and "made with 'gpt2'" in proc.stderr and not (tmp_path / "other.json").exists()

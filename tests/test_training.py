@@ -270,3 +270,54 @@ def test_interrupted_training_leaves_no_output(tmp_path):
     assert not out.exists()
     assert not out.parent.exists() or list(out.parent.iterdir()) == []
 
+
+
+def test_counts_record_their_pattern_and_training_uses_or_checks_it(tmp_path):
+    """Counts made with one pattern trained with another would learn chunks the tokenizer's own
+    pre-tokenization never makes: the pattern is recorded beside the counts and checked."""
+    texts = corpus(3, 200)
+    count(texts, tmp_path / "g.tsv", pattern="gpt2")
+    meta = tmp_path / "g.tsv.meta.json"
+    assert json.loads(meta.read_text(encoding="utf-8"))["pattern_name"] == "gpt2"
+    # Left out, the pattern is the counts' own: the same tokenizer as training on the text.
+    from_counts = toksmith.train(tmp_path / "g.tsv", vocab_size=400, from_counts=True)
+    assert from_counts.pattern_name == "gpt2"
+    assert from_counts.to_dict() == toksmith.train(texts, vocab_size=400, pattern="gpt2").to_dict()
+    assert toksmith.train(tmp_path / "g.tsv", vocab_size=400, from_counts=True, pattern="gpt2").merges == from_counts.merges
+    with pytest.raises(toksmith.TrainingError, match="made with 'gpt2' but training was asked for 'o200k'"):
+        toksmith.train(tmp_path / "g.tsv", vocab_size=400, from_counts=True, pattern="o200k")
+    # Files counted with two patterns do not add up.
+    count(texts, tmp_path / "o.tsv", pattern="o200k")
+    with pytest.raises(toksmith.TrainingError, match="different patterns"):
+        merge_counts([tmp_path / "g.tsv", tmp_path / "o.tsv"], tmp_path / "m.tsv")
+    assert not (tmp_path / "m.tsv").exists()
+    with pytest.raises(toksmith.TrainingError, match="different patterns"):
+        toksmith.train([tmp_path / "g.tsv", tmp_path / "o.tsv"], vocab_size=400, from_counts=True)
+    # A merge keeps the pattern; a directory of counts reads the counts, not the sidecars.
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    count(texts[:100], shards / "a.tsv", pattern="gpt2")
+    count(texts[100:], shards / "b.tsv", pattern="gpt2")
+    merge_counts([shards / "a.tsv", shards / "b.tsv"], tmp_path / "m.tsv")
+    assert json.loads((tmp_path / "m.tsv.meta.json").read_text(encoding="utf-8"))["pattern_name"] == "gpt2"
+    assert (tmp_path / "m.tsv").read_bytes() == (tmp_path / "g.tsv").read_bytes()
+    assert toksmith.train(shards, vocab_size=400, from_counts=True).to_dict() == from_counts.to_dict()
+
+
+def test_counts_without_a_sidecar_train_with_the_pattern_given(tmp_path):
+    """A counts file from another tool (or copied without its sidecar) has no recorded pattern:
+    the one given (default o200k) is used, as before; a stale sidecar is replaced on rewrite."""
+    texts = corpus(4, 100)
+    count(texts, tmp_path / "c.tsv", pattern=r"\S+|\s+")
+    assert json.loads((tmp_path / "c.tsv.meta.json").read_text(encoding="utf-8"))["pattern_name"] is None
+    assert toksmith.train(tmp_path / "c.tsv", vocab_size=300, from_counts=True).pattern == r"\S+|\s+"
+    (tmp_path / "c.tsv.meta.json").unlink()
+    assert toksmith.train(tmp_path / "c.tsv", vocab_size=300, from_counts=True).pattern_name == "o200k"
+    assert toksmith.train(tmp_path / "c.tsv", vocab_size=300, from_counts=True, pattern="gpt2").pattern_name == "gpt2"
+    # A merge with one file of unknown pattern records none.
+    count(texts, tmp_path / "d.tsv", pattern="gpt2")
+    merge_counts([tmp_path / "c.tsv", tmp_path / "d.tsv"], tmp_path / "m.tsv")
+    assert not (tmp_path / "m.tsv.meta.json").exists()
+    (tmp_path / "d.tsv.meta.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(toksmith.TrainingError, match="d.tsv.meta.json: not a counts sidecar"):
+        toksmith.train(tmp_path / "d.tsv", vocab_size=300, from_counts=True)

@@ -128,7 +128,7 @@ def _cmd_convert(args: argparse.Namespace) -> None:
 def _cmd_count(args: argparse.Namespace) -> None:
     from toksmith.trainers import count
 
-    n = count(_train_source(args.files), args.output, pattern=args.pattern, special_tokens=args.special_token or (),
+    n = count(_train_source(args.files), args.output, pattern=args.pattern or "o200k", special_tokens=args.special_token or (),
               num_threads=args.threads, max_memory=args.max_memory, max_chars_per_doc=args.max_chars_per_doc,
               text_field=args.text_field, show_progress=not args.quiet)
     if not args.quiet:
@@ -196,7 +196,8 @@ def _cmd_demo(args: argparse.Namespace) -> None:
 
 
 def _add_counting_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pattern", default="o200k", help="pre-tokenization: gpt2, cl100k, o200k or a regex (default o200k)")
+    p.add_argument("--pattern", default=None, help="pre-tokenization: gpt2, cl100k, o200k or a regex (default o200k; "
+                   "with --from-counts, the pattern the counts were made with)")
     p.add_argument("--special-token", action="append", metavar="T", help="a special token, never learned from (repeatable)")
     p.add_argument("--threads", type=int, default=None, help="threads for counting (default: all cores)")
     p.add_argument("--max-memory", default=None, help="memory budget for the counts, e.g. 2GB; past it they are spilled to disk")
@@ -266,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", required=True, choices=["hf", "tiktoken", "toksmith", "sentencepiece"])
     p.set_defaults(func=_cmd_convert)
 
-    p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode.")
+    p = sub.add_parser("count", help="count pre-tokenized chunks into a TSV file", description="Count the pre-tokenized chunks of a corpus and write `chunk<TAB>count` lines (tab, newline, backslash escaped as \\t \\n \\\\), the input of `toksmith train --from-counts` and of SentencePiece's TSV mode; the pattern is recorded beside it in OUTPUT.meta.json.")
     p.add_argument("files", nargs="+", help="text files, directories or globs")
     _add_counting_options(p)
     p.add_argument("-o", "--output", required=True, help="the counts file to write (TSV)")

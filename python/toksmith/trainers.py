@@ -84,7 +84,7 @@ def train(
     *,
     algorithm: str = "bpe",
     vocab_size: int,
-    pattern: str = "o200k",
+    pattern: str | None = None,
     special_tokens: Iterable[str] = (),
     special_tokens_position: str = "first",
     min_frequency: int = 2,
@@ -116,7 +116,9 @@ def train(
       not split at whitespace, so tokens can span words (at most ``max_words_per_token`` words,
       none matching a regex of ``forbidden_patterns``). Encoding uses ``stage2_pattern``.
     - ``vocab_size``: total ids, counting the 256 byte tokens and the special tokens.
-    - ``pattern``: ``"gpt2"``, ``"cl100k"``, ``"o200k"`` or a regex string.
+    - ``pattern``: ``"gpt2"``, ``"cl100k"``, ``"o200k"`` or a regex string (default ``"o200k"``; from
+      counts files, the pattern they were counted with, which a different one given here contradicts:
+      an error).
     - ``special_tokens``: reserved at ids ``0..k-1`` (``special_tokens_position="first"``) or
       after the last merge (``"last"``); merges never learn from or produce them.
     - ``min_frequency``: stop when the most frequent pair occurs fewer times.
@@ -153,6 +155,10 @@ def train(
                              max_token_length=max_token_length, num_threads=num_threads,
                              max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                              show_progress=show_progress, **subword_options)
+    if from_counts:
+        pattern = _pattern_of_counts(source, pattern)
+    elif pattern is None:
+        pattern = DEFAULT_PATTERN
     if level == "char" and pattern == "metaspace":
         return _train_sentencepiece_bpe(source, algorithm=algorithm, vocab_size=vocab_size, special_tokens=special_tokens,
                                         special_tokens_position=special_tokens_position, min_frequency=min_frequency,
@@ -384,9 +390,7 @@ def count_source(trainers, source, *, max_chars_per_doc=None, text_field="text",
 
 def read_counts(trainer, source, show_progress=False) -> None:
     """Adds counts files (TSV ``chunk<TAB>count``) to the trainer."""
-    from .sources import resolve_paths
-
-    paths = [p for item in (source if isinstance(source, (list, tuple)) else [source]) for p in resolve_paths(item)]
+    paths = _counts_files(source)
     bar = _progress(show_progress, desc="reading counts", unit="file", total=len(paths))
     for path in paths:
         trainer.add_counts_file(str(path))
@@ -503,30 +507,120 @@ def count(source, output: str | os.PathLike, *, pattern: str = "o200k", special_
     from pathlib import Path
 
     check_threads(num_threads)
-    _, regex = resolve(pattern)
+    name, regex = resolve(pattern)
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(regex, _check_specials(special_tokens, "first"), num_threads,
                                    _memory(max_memory), spill_dir)
         count_source(trainer, source, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                      show_progress=show_progress)
-        return _write_counts(trainer, output)
+        return _write_counts(trainer, output, {"pattern_name": name, "pattern": regex})
 
 
 def merge_counts(inputs, output: str | os.PathLike, *, max_memory: int | str | None = None) -> int:
     """Adds up counts files (from many machines) into one; returns the number of distinct chunks."""
     from pathlib import Path
 
+    inputs = list(inputs)
+    known = _counts_patterns(inputs)
     with tempfile.TemporaryDirectory(prefix="toksmith-spill-") as spill_dir:
         trainer = _core.BpeTrainer(r"[\s\S]+", [], None, _memory(max_memory), spill_dir)
-        read_counts(trainer, list(inputs))
-        return _write_counts(trainer, Path(output))
+        read_counts(trainer, inputs)
+        # The sum keeps the inputs' pattern only when every input names it (one counted by
+        # another tool could have been counted with any).
+        pattern = next(iter(known.values())) if known and None not in known else None
+        return _write_counts(trainer, Path(output), pattern)
 
 
-def _write_counts(trainer, output) -> int:
-    """Writes through a temporary file beside ``output`` and renames it: never half a file."""
+# Counts files say which pattern made their chunks in a sidecar file, ``<counts file>.meta.json``
+# (the TSV itself stays as SentencePiece reads it): training from them with another pattern would
+# learn tokens that the tokenizer's own pre-tokenization can never produce.
+COUNTS_META_SUFFIX = ".meta.json"
+DEFAULT_PATTERN = "o200k"
+
+
+def counts_meta_path(counts_file) -> "os.PathLike":
+    from pathlib import Path
+
+    counts_file = Path(counts_file)
+    return counts_file.with_name(counts_file.name + COUNTS_META_SUFFIX)
+
+
+def _write_counts(trainer, output, pattern: dict | None) -> int:
+    """Writes through a temporary file beside ``output`` and renames it: never half a file. Then
+    the sidecar naming the pattern (a stale one is removed first, so that an interrupted run
+    never leaves counts beside another run's pattern)."""
+    import json
+
+    meta = counts_meta_path(output)
+    if meta.is_file():
+        meta.unlink()
     with atomic_output(output) as tmp:
-        return trainer.write_counts(str(tmp))
+        n = trainer.write_counts(str(tmp))
+    if pattern is not None:
+        with atomic_output(meta) as tmp:
+            tmp.write_text(json.dumps({"format": "toksmith counts", "version": 1, **pattern}, ensure_ascii=False,
+                                      indent=1) + "\n", encoding="utf-8")
+    return n
+
+
+def _counts_files(source) -> list:
+    """The counts files of ``source`` (paths, directories, globs), without their sidecars."""
+    from .sources import resolve_paths
+
+    items = source if isinstance(source, (list, tuple)) else [source]
+    paths = [p for item in items for p in resolve_paths(item)]
+    listed = set(paths)
+    return [p for p in paths if not (p.name.endswith(COUNTS_META_SUFFIX)
+                                     and p.with_name(p.name[:-len(COUNTS_META_SUFFIX)]) in listed)]
+
+
+def _counts_patterns(source) -> dict:
+    """``{counts file: {"pattern_name", "pattern"} or None}`` (None: no sidecar, e.g. a file another
+    tool wrote); a TrainingError when two files were counted with different patterns."""
+    import json
+
+    found: dict = {}
+    first = None
+    for path in _counts_files(source):
+        meta = counts_meta_path(path)
+        pattern = None
+        if meta.is_file():
+            try:
+                data = json.loads(meta.read_text(encoding="utf-8"))
+                pattern = {"pattern_name": data.get("pattern_name"), "pattern": data["pattern"]}
+                if not isinstance(pattern["pattern"], str):
+                    raise TypeError("pattern is not a string")
+            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as e:
+                raise TrainingError(f"{meta}: not a counts sidecar written by toksmith count ({e}); "
+                                    f"delete it to use {path.name} without a recorded pattern") from None
+            if first is not None and pattern["pattern"] != first[1]["pattern"]:
+                raise TrainingError(f"{first[0]} and {path} were counted with different patterns "
+                                    f"({_describe(first[1])} and {_describe(pattern)}): counts add up only "
+                                    f"from the same pre-tokenization; count both with one --pattern")
+            first = first or (path, pattern)
+        found[path] = pattern
+    return found
+
+
+def _describe(pattern: dict) -> str:
+    return repr(pattern["pattern_name"]) if pattern.get("pattern_name") else f"the regex {pattern['pattern']!r}"
+
+
+def _pattern_of_counts(source, pattern: str | None) -> str:
+    """The pattern to train with from counts files: the one they were counted with, which
+    ``pattern`` (None: not given) must agree with; without a record, ``pattern`` or the default."""
+    known = [p for p in _counts_patterns(source).values() if p is not None]
+    if not known:
+        return DEFAULT_PATTERN if pattern is None else pattern
+    recorded = known[0]
+    if pattern is None:
+        return recorded["pattern_name"] or recorded["pattern"]
+    if resolve(pattern)[1] != recorded["pattern"]:
+        raise TrainingError(f"the counts were made with {_describe(recorded)} but training was asked for "
+                            f"{pattern!r}: its tokenizer would split text into other chunks than those "
+                            f"counted. Leave the pattern out (the counts' own is used) or count again with it")
+    return pattern
 
 
 def extend(tokenizer: Tokenizer, source, *, add: int, min_frequency: int = 2, max_token_length: int | None = None,
