@@ -120,6 +120,19 @@ def test_errors(tmp_path):
         load_gguf(tmp_path / "missing.gguf")
 
 
+def test_a_file_cut_anywhere_is_reported_as_truncated(tmp_path):
+    """Cut inside a number as well as inside a string: the message says the file is truncated
+    (a cut mid-number gave numpy's "When changing to a larger dtype ..." before)."""
+    import lzma
+
+    data = lzma.decompress(data_path("tokenizers", "gguf", "ggml-vocab-gpt-2.gguf.xz").read_bytes())
+    for cut in (10, 23, 100, 1001, 5003, len(data) // 2 + 1, len(data) - 3):
+        path = tmp_path / f"cut{cut}.gguf"
+        path.write_bytes(data[:cut])
+        with pytest.raises(FormatError, match=f"cut{cut}.gguf is truncated"):
+            load_gguf(path)
+
+
 def test_unsupported_pre_and_model():
     from toksmith.formats.gguf import gguf_from_metadata
 

@@ -56,9 +56,10 @@ def _fast_reader_class():
                 plain = self.__dict__["_plain"] = self.data.view(np.ndarray)
             count = int(count)
             dtype = np.dtype(dtype)
-            arr = plain[offset:offset + dtype.itemsize * count].view(dtype)[:count]
-            if len(arr) < count:
+            raw = plain[offset:offset + dtype.itemsize * count]
+            if len(raw) < dtype.itemsize * count:  # (a view of a partial item would fail in numpy's words)
                 raise _Truncated(offset)
+            arr = raw.view(dtype)
             return arr.view(arr.dtype.newbyteorder(self.byte_order if override_order is None else override_order))
 
     return FastReader
