@@ -93,3 +93,35 @@ def test_count_then_train_from_counts_keeps_the_pattern(tmp_path):
     proc = run("train", str(counts), "--from-counts", "--pattern", "cl100k", "--vocab-size", "300",
                "-o", str(tmp_path / "other.json"), ok=False)
     assert proc.returncode != 0 and "made with 'gpt2'" in proc.stderr and not (tmp_path / "other.json").exists()
+
+
+def test_train_every_algorithm_from_the_command_line(tmp_path):
+    """SuperBPE, WordPiece and Unigram were only in the Python API; their own options pass with
+    --option KEY=VALUE, and the result is what toksmith.train gives."""
+    import toksmith
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT.replace("widest ", "widest\n") + "\n", encoding="utf-8")
+    runs = {
+        "superbpe": (["--vocab-size", "300", "--transition", "280"], dict(vocab_size=300, transition=280)),
+        "wordpiece": (["--vocab-size", "60", "--option", "lowercase=false", "--option", "criterion=likelihood"],
+                      dict(vocab_size=60, lowercase=False, criterion="likelihood")),
+        "unigram": (["--vocab-size", "20", "--option", "character_coverage=1.0", "--option", "split_digits=true"],
+                    dict(vocab_size=20, character_coverage=1.0, split_digits=True)),
+    }
+    for algorithm, (flags, options) in runs.items():
+        out = tmp_path / f"{algorithm}.json"
+        run("train", str(corpus), "--algorithm", algorithm, *flags, "-q", "-o", str(out))
+        got = toksmith.load(out)
+        expected = toksmith.train(corpus, algorithm=algorithm, **options)
+        text = "the lowest newest widest 2025"
+        assert got.encode(text) == expected.encode(text) and got.vocab_size == expected.vocab_size, algorithm
+        assert got.decode(got.encode("lower newest"), skip_special_tokens=True).strip() == "lower newest"
+    for flags, message in [(["--algorithm", "unigram", "--option", "bogus=1"], "unknown option"),
+                           (["--algorithm", "unigram", "--option", "min_frequency=3"], "use --min-frequency"),
+                           (["--option", "lowercase=false"], "--option passes WordPiece's"),
+                           (["--transition", "280"], "options of --algorithm superbpe"),
+                           (["--algorithm", "wordpiece", "--trace"], "--trace replays byte-level BPE")]:
+        bad = run("train", str(corpus), "--vocab-size", "300", *flags, "-o", str(tmp_path / "bad.json"), ok=False)
+        assert bad.returncode == 2 and message in bad.stderr, (flags, bad.stderr)
+        assert not (tmp_path / "bad.json").exists()

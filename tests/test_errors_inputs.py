@@ -81,6 +81,20 @@ def test_int_options_checked(options, phrase):
         toksmith.train(TEXTS, **options)
 
 
+@pytest.mark.parametrize("options, phrase", [
+    (dict(algorithm="wordpiece", bogus=1), "unknown option.*'wordpiece': bogus; it takes .*lowercase"),
+    (dict(algorithm="unigram", lowercase=True), "unknown option.*'unigram': lowercase; it takes .*character_coverage"),
+    (dict(algorithm="unigram", pattern="gpt2"), "pattern: not options of algorithm='unigram'"),
+    (dict(algorithm="wordpiece", max_memory="1GB", from_counts=True), "from_counts, max_memory: not options"),
+    (dict(algorithm="wordpiece", level="char"), "level: not options"),
+])
+def test_options_another_algorithm_would_ignore_are_errors(options, phrase):
+    """WordPiece and Unigram do not count chunks: BPE's options and misspelled ones were ignored
+    silently or escaped as a TypeError."""
+    with pytest.raises(TrainingError, match=phrase):
+        toksmith.train(TEXTS, vocab_size=300, **options)
+
+
 def test_extend_add_checked(tok):
     for add in (-1, 2**70):
         with pytest.raises(TrainingError, match="add must be an int"):

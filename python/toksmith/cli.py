@@ -18,12 +18,16 @@ def _train_source(files: list[str]):
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
+    if args.trace and args.algorithm != "bpe":
+        raise toksmith.TrainingError(f"--trace replays byte-level BPE, not --algorithm {args.algorithm}")
     if args.trace and args.level != "byte":
         raise toksmith.TrainingError("--trace replays byte-level BPE; for character level use "
                                      "toksmith.reference.train_bpe(level='char'), whose format_trace() prints the table")
     source = _train_source(args.files)
+    options = _algorithm_options(args)
     tok = toksmith.train(
         source,
+        algorithm=args.algorithm,
         vocab_size=args.vocab_size,
         pattern=args.pattern,
         special_tokens=args.special_token or (),
@@ -40,6 +44,7 @@ def _cmd_train(args: argparse.Namespace) -> None:
         end_of_word_suffix=args.end_of_word_suffix,
         limit_alphabet=args.limit_alphabet,
         byte_fallback=args.byte_fallback,
+        **options,
     )
     if args.trace:
         _print_trace(tok, source, args)
@@ -48,6 +53,51 @@ def _cmd_train(args: argparse.Namespace) -> None:
     tok.save(args.output, format="toksmith" if tok.pipeline is None else "hf")
     if not args.quiet:
         print(f"trained {tok!r}; saved to {args.output}", file=sys.stderr)
+
+
+def _algorithm_options(args: argparse.Namespace) -> dict:
+    """The options of one algorithm (SuperBPE's --transition, WordPiece's and Unigram's --option
+    KEY=VALUE) as keyword arguments of toksmith.train; an option given to another is an error."""
+    options: dict = {}
+    if args.algorithm == "superbpe":
+        options["transition"] = args.transition
+        if args.max_words_per_token is not None:  # (None in train() means no limit; its default is 4)
+            options["max_words_per_token"] = args.max_words_per_token
+    elif args.transition is not None or args.max_words_per_token is not None:
+        raise toksmith.TrainingError("--transition and --max-words-per-token are options of --algorithm superbpe")
+    for item in args.option or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise toksmith.TrainingError(f"--option {item!r}: write KEY=VALUE, e.g. --option character_coverage=0.9995")
+        if key in _TRAIN_PARAMETERS:
+            raise toksmith.TrainingError(f"--option {key}: use --{key.replace('_', '-')}, the option of every algorithm")
+        options[key] = _option_value(value)
+    if args.option and args.algorithm not in ("wordpiece", "unigram"):
+        raise toksmith.TrainingError("--option passes WordPiece's and Unigram's own options (see "
+                                     "toksmith.train_subword); use the named flags for BPE")
+    if args.algorithm in ("wordpiece", "unigram") and args.level != "byte":
+        raise toksmith.TrainingError(f"--level is an option of BPE, not of --algorithm {args.algorithm}")
+    return options
+
+
+_TRAIN_PARAMETERS = {"source", "algorithm", "vocab_size", "pattern", "special_tokens", "special_tokens_position",
+                     "min_frequency", "max_token_length", "num_threads", "max_memory", "max_chars_per_doc",
+                     "text_field", "from_counts", "show_progress", "transition", "stage2_pattern",
+                     "max_words_per_token", "forbidden_patterns", "level", "end_of_word_suffix", "limit_alphabet",
+                     "byte_fallback"}
+
+
+def _option_value(text: str):
+    """A number, true/false/none or a list in Python or JSON syntax as such; anything else a string."""
+    import ast
+
+    lowered = text.strip().lower()
+    if lowered in ("true", "false", "none", "null"):
+        return {"true": True, "false": False}.get(lowered)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 TRACE_LIMIT = 200_000  # characters: the trace replays training in the readable reference
@@ -168,7 +218,14 @@ def _parse_id(text: str) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> None:
     tok = toksmith.load(args.tokenizer)
     print(f"vocab_size: {tok.vocab_size}")
-    print(f"pattern:    {tok.pattern_name or 'custom'} {tok.pattern!r}")
+    pipeline = tok.pipeline
+    if pipeline is None:
+        print(f"pattern:    {tok.pattern_name or 'custom'} {tok.pattern!r}")
+    else:  # a pipeline (tokenizer.json, .model, GGUF, WordPiece/Unigram/char-level training): its stages
+        stage = lambda x: type(x).__name__ if x is not None else "none"  # noqa: E731
+        print(f"model:      {stage(pipeline.model)}")
+        print(f"stages:     normalizer {stage(pipeline.normalizer)}, pre-tokenizer {stage(pipeline.pre_tokenizer)}, "
+              f"post-processor {stage(pipeline.post_processor)}, decoder {stage(pipeline.decoder)}")
     print(f"specials:   {tok.special_tokens or 'none'}")
     merges = tok.merges
     print(f"merges:     {len(merges)}")
@@ -211,7 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"toksmith {toksmith.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train a byte-level BPE tokenizer", description="Train a byte-level BPE tokenizer on files, directories or globs.")
+    p = sub.add_parser("train", help="train a tokenizer (byte-level BPE by default)",
+                       description="Train a tokenizer on files, directories or globs: byte-level BPE (default), "
+                                   "character-level BPE (--level char), SuperBPE, WordPiece or Unigram (--algorithm).")
     p.add_argument("files", nargs="+", help="training text: files, directories or globs (.gz/.bz2/.xz/.zst read transparently; .jsonl and .parquet use --text-field); with --from-counts, counts files")
     p.add_argument("--vocab-size", type=int, required=True, help="total ids, including the 256 bytes and the special tokens")
     _add_counting_options(p)
@@ -227,6 +286,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--level char: keep only the N most frequent characters (the rest: <unk> or bytes)")
     p.add_argument("--byte-fallback", action="store_true",
                    help="--level char: characters outside the alphabet become byte tokens <0x00>..<0xFF>")
+    p.add_argument("--algorithm", choices=["bpe", "superbpe", "wordpiece", "unigram"], default="bpe",
+                   help="bpe (default); superbpe: tokens across spaces after --transition; wordpiece (BERT); "
+                        "unigram (SentencePiece-style); the last two save a tokenizer.json")
+    p.add_argument("--transition", type=int, default=None, metavar="N",
+                   help="--algorithm superbpe: the vocabulary size where tokens start to span words")
+    p.add_argument("--max-words-per-token", type=int, default=None, metavar="W",
+                   help="--algorithm superbpe: at most W words in a token (default 4)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="--algorithm wordpiece or unigram: one of its own options (repeatable), e.g. "
+                        "lowercase=false, criterion=likelihood, character_coverage=0.9995, split_digits=true; "
+                        "see toksmith.train_subword.train_wordpiece / train_unigram")
     p.add_argument("--from-counts", action="store_true", help="FILES are counts written by `toksmith count` (or merge-counts)")
     p.add_argument("--trace", action="store_true", help="print the merge table: step, pair, count, corpus after the merge (small corpora)")
     p.add_argument("-o", "--output", required=True, help="where to save the tokenizer (.json)")

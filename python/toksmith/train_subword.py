@@ -105,6 +105,8 @@ def train_subword(source, *, algorithm: str, vocab_size: int, special_tokens: It
     """
     common = dict(num_threads=num_threads, max_chars_per_doc=max_chars_per_doc, text_field=text_field,
                   show_progress=show_progress)
+    if algorithm in ("wordpiece", "unigram"):
+        _check_options(train_wordpiece if algorithm == "wordpiece" else train_unigram, options, algorithm)
     if algorithm == "wordpiece":
         if byte_fallback or max_token_length is not None:
             raise TrainingError("byte_fallback and max_token_length are not options of WordPiece training")
@@ -122,6 +124,19 @@ def train_subword(source, *, algorithm: str, vocab_size: int, special_tokens: It
             options["max_piece_length"] = max_token_length
         return train_unigram(source, vocab_size=vocab_size, byte_fallback=byte_fallback, **common, **options)
     raise TrainingError(f"train_subword trains 'wordpiece' and 'unigram', not {algorithm!r}")
+
+
+def _check_options(trainer, options: dict, algorithm: str) -> None:
+    """A TrainingError naming the options ``trainer`` does not take (a TypeError escaped before)."""
+    import inspect
+
+    taken = [name for name, p in inspect.signature(trainer).parameters.items()
+             if p.kind is p.KEYWORD_ONLY and name not in ("vocab_size", "num_threads", "max_chars_per_doc",
+                                                          "text_field", "show_progress")]
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise TrainingError(f"unknown option(s) of algorithm={algorithm!r}: {', '.join(unknown)}; it takes "
+                            f"{', '.join(taken)}")
 
 
 # ---------------------------------------------------------------------------------------------

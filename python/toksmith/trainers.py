@@ -149,6 +149,16 @@ def train(
     if algorithm in ("wordpiece", "unigram"):
         from .train_subword import train_subword
 
+        # Options of BPE's counting that these trainers do not have: an error, not silently ignored.
+        unused = [name for name, given in [("pattern", pattern is not None), ("from_counts", from_counts),
+                                           ("max_memory", max_memory is not None),
+                                           ("special_tokens_position", special_tokens_position != "first"),
+                                           ("level", level != "byte"), ("end_of_word_suffix", end_of_word_suffix),
+                                           ("transition", transition is not None)] if given]
+        if unused:
+            raise TrainingError(f"{', '.join(unused)}: not options of algorithm={algorithm!r} (they are BPE's); "
+                                f"its options are in toksmith.train_subword.train_{algorithm}")
+
         return train_subword(source, algorithm=algorithm, vocab_size=vocab_size,
                              special_tokens=list(special_tokens) or None, min_frequency=min_frequency,
                              limit_alphabet=limit_alphabet, byte_fallback=byte_fallback,
