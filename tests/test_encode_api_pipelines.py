@@ -68,6 +68,35 @@ def test_stream_decoder_equals_decode_on_loaded_tokenizers(parts, why):
         assert streamed(tok, ids) == tok.decode(ids), (why, ids)
 
 
+@pytest.mark.parametrize("parts,why", STREAM_TOKENIZERS, ids=[p[-1] for p, _ in STREAM_TOKENIZERS])
+def test_stream_decoder_stays_linear_on_long_runs_of_one_id(parts, why):
+    """A run of one id that has no anchor of its own (BERT's "##a" decodes as "##a" first, a
+    control piece decodes to nothing) was decoded whole at every new id: 8,000 ids took 40 s.
+    Counted in ids decoded, not timed: at most a few hundred per id fed, whatever the run."""
+    tok = load(parts)
+    rng = random.Random(8)
+    pool = tricky_ids(tok)
+    runs = rng.sample(pool, 4) + [i for i in (tok.token_to_id(t) for t in ("##a", "</s>", "<s>")) if i is not None]
+    start = tok.encode("Hello world", add_special_tokens=False)
+    decoded = []
+    original = tok.decode
+
+    def counting(ids, *args, **kwargs):
+        decoded.append(len(ids))
+        return original(ids, *args, **kwargs)
+
+    for run in runs:
+        ids = start + [run] * 1500 + start
+        decoded.clear()
+        tok.decode = counting
+        try:
+            text = streamed(tok, ids)
+        finally:
+            del tok.decode
+        assert text == tok.decode(ids), (why, tok.id_to_token(run))
+        assert sum(decoded) < 400 * len(ids), (why, tok.id_to_token(run), sum(decoded))
+
+
 @pytest.mark.parametrize("parts,text,ids", [
     (("tokenizers", "hf", "gemma3", "tokenizer.json.xz"), "ﾮﾮ", None),
     (("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"), "a▁▁b", None),
@@ -126,6 +155,48 @@ def test_truncate_of_a_long_text_encodes_only_what_it_needs():
     text = "the quick brown fox jumps over the lazy dog. " * 20000
     cut = tok.truncate(text, 100)
     assert tok.count(cut) <= 100 < tok.count(text[:len(cut) + 1])
+
+
+TRUNCATE_TOKENIZERS = [("tokenizers", "hf", "bert-base-uncased", "tokenizer.json"),
+                       ("tokenizers", "sentencepiece", "mistral-7b-v0.1.model"),
+                       ("tokenizers", "hf", "llama3", "tokenizer.json.xz")]
+
+
+@pytest.mark.parametrize("parts", TRUNCATE_TOKENIZERS, ids=[p[-2] for p in TRUNCATE_TOKENIZERS])
+def test_truncate_on_pipelines_is_the_longest_fitting_prefix(parts):
+    """Against every cut, on short texts: the result fits with the template's tokens counted,
+    and no longer prefix fits (where counts grow with the prefix, as on these texts)."""
+    tok = load(parts)
+    rng = random.Random(5)
+    for _ in range(60):
+        text = "".join(rng.choice(["a", "-", " ", "Hello", "wörld", "世", "'s", "\n", "x" * 7]) for _ in range(rng.randint(0, 14)))
+        for max_tokens in (0, 1, 2, 3, 5, 8):
+            cut = tok.truncate(text, max_tokens)
+            assert text.startswith(cut)
+            assert cut == "" or tok.count(cut) <= max_tokens, (text, max_tokens, cut)
+            longest = max([end for end in range(len(text) + 1) if tok.count(text[:end]) <= max_tokens], default=0)
+            assert len(cut) == longest, (text, max_tokens, cut, text[:longest])
+
+
+def test_truncate_where_tokens_are_not_spans_takes_few_encodings():
+    """BERT decodes "a-a" as "a - a": the cut was estimated from the decoded length and then
+    stepped back one character at a time, each step encoding the whole prefix (100 KB: 114 s)."""
+    bert = load(("tokenizers", "hf", "bert-base-uncased", "tokenizer.json"))
+    text = "a-" * 10_000
+    calls = []
+    original = bert.count_till_limit
+
+    def counting(t, limit, **kw):
+        calls.append(len(t))
+        return original(t, limit, **kw)
+
+    bert.count_till_limit = counting
+    try:
+        cut = bert.truncate(text, 2_000)
+    finally:
+        del bert.count_till_limit
+    assert bert.count(cut) <= 2_000 < bert.count(text[:len(cut) + 1])
+    assert len(calls) < 60, len(calls)
 
 
 def test_count_includes_template_tokens_as_encode_does():

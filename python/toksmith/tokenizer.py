@@ -294,43 +294,71 @@ class Tokenizer:
         A prefix's encoding is not always a prefix of the text's (the pre-tokenizer sees where the
         prefix ends: ``"  a"`` is ``" "`` + ``" a"``, but ``"  "`` alone is one token), and a
         longer prefix can even take fewer tokens than a shorter one. So every cut from the end
-        of the text's first ``max_tokens - 1`` tokens to the end of its first ``max_tokens + 2``
-        is tried, longest first, and the longest that fits is kept (a cut further on keeps at
-        least ``max_tokens + 1`` of the text's tokens, unless one chunk of the pre-tokenizer
-        spans them all and merges differently when cut short: such a cut is not looked for)."""
+        of the text's first ``k - 1`` tokens to the end of its first ``k + 2`` is tried (``k``:
+        ``max_tokens`` less the template's tokens), longest first, and the longest that fits is
+        kept (a cut further on keeps at least ``k + 1`` of the text's tokens, unless one chunk of
+        the pre-tokenizer spans them all and merges differently when cut short: such a cut is
+        not looked for). Where tokens are not spans of the text (a normalizer, WordPiece's
+        ``##``), the cut is found by bisection on the length of the prefix, then the next 16
+        characters are tried: the result fits, and is the longest that fits wherever a longer
+        prefix never takes fewer tokens."""
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise EncodeError(f"max_tokens must be a non-negative int, not {max_tokens!r}")
         kwargs = dict(allowed_special=allowed_special, disallowed_special=disallowed_special,
                       add_special_tokens=add_special_tokens)
         if self.count_till_limit(text, max_tokens, **kwargs) is not None:
             return text
-        # Where the text's own tokens end, in characters (template tokens are not in the text),
-        # from a prefix long enough that its last chunks, which may encode differently cut short,
-        # lie past the tokens needed: not the whole of a long text for a small budget.
-        needed, size = max_tokens + 16, max(256, 8 * (max_tokens + 16))
+        fits = lambda end: self.count_till_limit(text[:end], max_tokens, **kwargs) is not None  # noqa: E731
+        template = self.count("", add_special_tokens=add_special_tokens) if self._pipeline is not None else 0
+        budget = max_tokens - template  # the text's own tokens
+        if budget <= 0:  # (text that takes no token, such as spaces for BERT, may still fit)
+            return text[:self._longest_fitting(fits, len(text))] if fits(0) else ""
+        # Where the text's own tokens end, in characters, from a prefix long enough that its last
+        # chunks, which may encode differently cut short, lie past the tokens needed: not the
+        # whole of a long text for a small budget.
+        needed, size = budget + 16, max(256, 8 * (budget + 16))
         while True:
             ids = self.encode(text[:size], allowed_special=allowed_special, disallowed_special=disallowed_special,
                               add_special_tokens=False)
             if len(ids) >= needed or size >= len(text):
                 break
             size *= 2
+        if self._pipeline is not None and self.decode_bytes(ids) != text[:size].encode("utf-8"):
+            # Tokens are not spans of the text (a normalizer, WordPiece's "##", a prefix space).
+            return text[:self._longest_fitting(fits, len(text))]
 
-        def chars_of(n: int) -> int:
+        def chars_of(n: int) -> int:  # where the first n tokens end (a split character: before it)
             return min(len(self.decode_bytes(ids[:max(n, 0)]).decode("utf-8", errors="ignore")), len(text))
 
-        low, high = chars_of(max_tokens - 1), chars_of(max_tokens + 2)
-        best = 0
+        low, high = chars_of(budget - 1), chars_of(budget + 2)
         for end in range(high, low - 1, -1):
-            if self.count_till_limit(text[:end], max_tokens, **kwargs) is not None:
-                best = end
-                break
-        if best == 0:
-            # Nothing in the window fits (a normalizer or template can shift it): the longest
-            # fitting prefix below it.
-            best = low
-            while best > 0 and self.count_till_limit(text[:best], max_tokens, **kwargs) is None:
-                best -= 1
-        return text[:best]
+            if fits(end):
+                return text[:end]
+        # Nothing in the window fits (added tokens can shift it): the longest prefix below it.
+        return text[:self._longest_fitting(fits, low)]
+
+    @staticmethod
+    def _longest_fitting(fits, limit: int) -> int:
+        """The end of a fitting prefix of at most ``limit`` characters (``fits(0)`` holds), by
+        bisection (``fits`` holds for short prefixes and fails past some length, nearly always
+        once): O(log n) encodings, where stepping back one character at a time was quadratic.
+        Then the 16 characters after the one that failed are tried, longest first."""
+        low, step = 0, 64
+        while low + step < limit and fits(low + step):  # grow until a prefix fails
+            low, step = low + step, step * 2
+        high = min(limit, low + step)
+        if fits(high):
+            return high
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(mid):
+                low = mid
+            else:
+                high = mid
+        for end in range(min(high + 16, limit), high, -1):
+            if fits(end):
+                return end
+        return low
 
     def _check_specials(self, text: str, allowed_special: AllowedSpecial, disallowed_special: AllowedSpecial) -> frozenset[str]:
         """Returns the allowed special tokens; raises if ``text`` holds a disallowed one."""
@@ -787,6 +815,9 @@ class StreamDecoder:
         name = self._tok.pipeline.id_to_token(id) if id >= 0 else None
         if name is None:
             raise DecodeError(f"id {id!r} is not in the vocabulary (0 to {self._tok.vocab_size - 1})")
+        neutral = getattr(self._tok.pipeline.decoder, "neutral", None)
+        if self._ids and neutral is not None and neutral(self._tok.pipeline.id_to_token(self._ids[-1]), name):
+            return ""  # (e.g. a control piece after another: decoded with or without it, the same)
         self._ids.append(id)
         if self._byte_runs and byte_of_token(name) is not None:
             # Hugging Face's ByteFallback decodes a run of byte tokens all or nothing: one more
@@ -823,6 +854,19 @@ class StreamDecoder:
                     continue
                 del self._ids[:k]
                 self._emitted -= dropped
+                return
+        # None: an anchor with the id before it kept as context, decoded but not emitted again
+        # (a WordPiece "##" piece, or any token that decodes differently first, decodes as it
+        # does after its neighbour): a run of such ids would otherwise be decoded whole each time.
+        for k in range(len(self._ids) - 1, max(0, len(self._ids) - 17), -1):
+            head = self._tok.decode(self._ids[k - 1:k])
+            full = self._tok.decode(self._ids[k - 1:])
+            rest = full[len(head):]
+            if head and rest and full.startswith(head) and text.endswith(rest) and len(text) - len(rest) <= self._emitted:
+                if rest[0] == "\ufffd" and self._tok.decode(self._ids[:k]) + rest != text:
+                    continue
+                del self._ids[:k - 1]
+                self._emitted -= len(text) - len(full)
                 return
 
     def flush(self) -> str:

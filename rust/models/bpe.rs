@@ -807,6 +807,9 @@ pub struct BpeModel {
     /// `ignore_merges`, a chunk that is such a token encodes to it). Lets a chunk merged without
     /// the cache (see `ChunkCache::resting`) skip the lookup in the whole vocabulary.
     unmade: [std::sync::OnceLock<FxHashSet<u128>>; 16],
+    /// The most bytes of a chunk one token can cover: the longest token, at least 4 (an unknown
+    /// character's `<unk>` covers up to 4). A chunk of n bytes takes at least n / this many tokens.
+    longest_token: usize,
     /// Chunks encoded by `encode_resting` (for tests: the per-thread caches may be emptied
     /// by other tests at any time, this count not).
     #[cfg(test)]
@@ -1259,7 +1262,8 @@ impl BpeModel {
         let char_start = if options.level == Level::Byte && options.continuing_subword_prefix.is_none() { CharStart::new(vocab.len(), &merges) } else { None };
         let long_tokens = by_bytes.iter().filter(|(b, _)| b.len() > 15).map(|(b, &id)| (b.as_slice().into(), id)).collect();
         let packed = PackedMerges::new(&merges);
-        let mut model = BpeModel { vocab, by_bytes, short_tokens, long_tokens, byte_ids, byte_pairs, pair_filter, merges, packed, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, made_upto: usize::MAX, char_start, unmade: Default::default(), #[cfg(test)] rested_chunks: Default::default() };
+        let longest_token = vocab.iter().flatten().map(Vec::len).max().unwrap_or(0).max(4);
+        let mut model = BpeModel { vocab, by_bytes, short_tokens, long_tokens, byte_ids, byte_pairs, pair_filter, merges, packed, specials, pretokenizer, options, uid, merging_suffices_upto: usize::MAX, made_upto: usize::MAX, char_start, unmade: Default::default(), longest_token, #[cfg(test)] rested_chunks: Default::default() };
         if model.options.ignore_merges {
             model.merging_suffices_upto = model.longest_tokens_merges_make(WHOLE_CHECK_BYTES);
             model.made_upto = model.merging_suffices_upto;
@@ -1410,26 +1414,36 @@ impl BpeModel {
         Ok(out)
     }
 
-    /// Encodes `text` into `out` but stops as soon as `out` holds more than `limit` ids.
-    /// Returns whether the whole text was encoded within the limit.
+    /// Encodes `text` into `out` but stops as soon as `out` holds more than `limit` ids, or a
+    /// chunk is too long to fit in what is left (each token covers at most `longest_token`
+    /// bytes: one long chunk over a small limit is not merged at all). Returns whether the
+    /// whole text was encoded within the limit (if not, `out` holds some of its ids).
     pub fn encode_until(&self, text: &str, allowed: impl Fn(u32) -> bool, limit: usize, out: &mut Vec<u32>) -> Result<bool> {
         with_chunk_cache(self.uid, |cache| {
             let mut result = Ok(());
             let mut scratch = Vec::new();
+            let mut over = false;
+            let mut encode_chunk = |bytes: &[u8], out: &mut Vec<u32>, result: &mut Result<()>, over: &mut bool| {
+                if out.len().saturating_add(bytes.len().div_ceil(self.longest_token)) > limit {
+                    *over = true;
+                } else {
+                    *result = self.encode_chunk_with(bytes, out, &mut scratch, cache);
+                }
+            };
             self.specials.split(text, allowed, |piece| {
-                if result.is_err() || out.len() > limit {
+                if result.is_err() || over || out.len() > limit {
                     return;
                 }
                 match piece {
                     Piece::Special(id) => out.push(id),
                     Piece::Text(t) => match &self.pretokenizer {
-                        None => result = self.encode_chunk_with(t.as_bytes(), out, &mut scratch, cache),
+                        None => encode_chunk(t.as_bytes(), out, &mut result, &mut over),
                         Some(p) => {
                             // Stopping early: the pre-tokenizer is driven chunk by chunk and the
                             // callback ignores the rest once the limit is passed.
                             let r = p.for_each_chunk(t, |chunk: &str| {
-                                if result.is_ok() && out.len() <= limit {
-                                    result = self.encode_chunk_with(chunk.as_bytes(), out, &mut scratch, cache);
+                                if result.is_ok() && !over && out.len() <= limit {
+                                    encode_chunk(chunk.as_bytes(), out, &mut result, &mut over);
                                 }
                             });
                             if result.is_ok() {
@@ -1439,7 +1453,7 @@ impl BpeModel {
                     },
                 }
             });
-            result.map(|_| out.len() <= limit)
+            result.map(|_| !over && out.len() <= limit)
         })
     }
 
@@ -2375,6 +2389,29 @@ mod tests {
             tokens.push((id, joined));
         }
         BpeModel::new(tokens, &pairs, Some(GPT2_PATTERN), specials, BpeOptions::default()).unwrap()
+    }
+
+    /// `encode_until` says a text fits exactly when its encoding has at most `limit` ids, and a
+    /// chunk longer than `limit` of the longest tokens is not merged at all (one long chunk over
+    /// a small limit costs a scan, not a merge of the whole chunk).
+    #[test]
+    fn encode_until_agrees_with_encode_and_skips_chunks_too_long_to_fit() {
+        let m = model(&[("a", "b"), ("ab", "ab"), ("abab", "abab"), (" ", "c")], vec![("<s>".to_string(), 300)]);
+        assert_eq!(m.longest_token, 8);
+        let mut rand = lcg(7);
+        for _ in 0..400 {
+            let text: String = (0..rand(60)).map(|_| ["a", "b", " ", "c", "<s>", "x"][rand(6) as usize]).collect();
+            let full = m.encode(&text, |_| true).unwrap().len();
+            for limit in [0, 1, 2, 3, 5, 8, 13, 21, 60] {
+                let mut out = Vec::new();
+                assert_eq!(m.encode_until(&text, |_| true, limit, &mut out).unwrap(), full <= limit, "{text:?} {limit}");
+            }
+        }
+        // 80 KB of "ab" in one chunk needs at least 10,000 tokens: over 100 at once, nothing merged.
+        let mut out = Vec::new();
+        assert!(!m.encode_until(&"ab".repeat(40_000), |_| true, 100, &mut out).unwrap());
+        assert!(out.is_empty());
+        assert!(m.encode_until(&"ab".repeat(40_000), |_| true, 10_000, &mut out).unwrap());
     }
 
     /// `MergesModelBuilder`, fed its merges in pieces, gives the model `BpeModel::new` gives

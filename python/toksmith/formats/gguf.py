@@ -465,6 +465,11 @@ class LlamaDecoder:
                 return token.encode("utf-8")
         return token.replace(SPACE, " ").encode("utf-8")
 
+    def neutral(self, previous: str, token: str) -> bool:
+        """Whether ``token`` after ``previous`` changes nothing, whatever follows: a token
+        whose piece is empty (unused), not first (it would keep the next one's leading space)."""
+        return self.piece(token) == b""
+
     def decode(self, tokens: list[str]) -> str:
         parts = [self.piece(t) for t in tokens]
         if parts and self.remove_leading_space and parts[0].startswith(b" "):

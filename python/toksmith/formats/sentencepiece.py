@@ -417,6 +417,11 @@ class SentencePieceDecoder:
                 return False
         return at_start
 
+    def neutral(self, previous: str, token: str) -> bool:
+        """Whether ``token`` after ``previous`` changes nothing, whatever follows: a control
+        piece, unless it ends a run of byte pieces (which it would decode apart from the next)."""
+        return self.kinds.get(token, NORMAL) == CONTROL and self.kinds.get(previous, NORMAL) != BYTE
+
     def decode(self, tokens: list[str]) -> str:
         text: list[str] = []
         pending = bytearray()  # a run of byte pieces, decoded together
