@@ -13,6 +13,7 @@ it); Metaspace's ``prepend_scheme="first"`` depends on that.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence as Seq
@@ -148,13 +149,26 @@ _CHINESE_RE = re.compile("([\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U000
                          "\U0002b920-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f])")
 
 
+@functools.cache
+def _inert_prefilter() -> re.Pattern:
+    """A class that holds every inert character and is fast to search: the inert ones of the
+    Basic Multilingual Plane, which Python's `re` tests with one bitmap, and all others as one
+    range (tested one range at a time, the exact class took 45 ns per character of text)."""
+    bmp = [c for c in map(chr, range(0x10000)) if _INERT_RE.match(c)]
+    return re.compile("[" + "".join(map(re.escape, bmp)) + "\U00010000-\U0010ffff]")
+
+
+def _has_inert(text: str) -> bool:
+    return _inert_prefilter().search(text) is not None and _INERT_RE.search(text) is not None
+
+
 def unicode_normalize(form: str, text: str) -> str:
     """``unicodedata.normalize`` as `tokenizers` does it, with its older Unicode tables:
     characters it does not know are plain starters, so the stretches between them are
     normalized on their own, and compositions into such characters are undone."""
     if text.isascii():  # every normal form leaves ASCII as it is (and the check is cheap)
         return text
-    if not _INERT_RE.search(text):
+    if not _has_inert(text):
         return _normalize_stretch(form, text)
     parts = _INERT_SPLIT_RE.split(text)  # stretches at even indexes, unknown characters at odd ones
     return "".join(p if i % 2 else _normalize_stretch(form, p) for i, p in enumerate(parts))
@@ -162,7 +176,7 @@ def unicode_normalize(form: str, text: str) -> str:
 
 def _normalize_stretch(form: str, text: str) -> str:
     out = unicodedata.normalize(form, text)
-    if form in ("NFC", "NFKC") and _INERT_RE.search(out):
+    if form in ("NFC", "NFKC") and _has_inert(out):
         out = _INERT_RE.sub(lambda m: unicodedata.normalize("NFD", m.group()), out)
     return out
 
