@@ -487,20 +487,23 @@ class Tokenizer:
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                           add_special_tokens=False)
+        import numpy as np
+
         lengths = self._token_lengths() if pipeline is None else {i: len(self.token_bytes(i)) for i in set(ids)}
-        # Byte offset -> index of the character holding that byte.
         data = text.encode("utf-8")
-        char_of_byte = []
-        for i, c in enumerate(text):
-            char_of_byte.extend([i] * len(c.encode("utf-8")))
-        char_of_byte.append(len(text))
-        byte_spans, char_spans = [], []
-        pos = 0
-        for i in ids:
-            end = pos + lengths[i]
-            byte_spans.append((pos, end))
-            char_spans.append((char_of_byte[pos], char_of_byte[end - 1] + 1 if end > pos else char_of_byte[pos]))
-            pos = end
+        # Token ends in bytes, and for each byte offset the index of the character holding it
+        # (a character starts at every byte that is not a continuation byte 10xxxxxx).
+        sizes = np.fromiter(map(lengths.__getitem__, ids), dtype=np.int64, count=len(ids))
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        pos = int(ends[-1]) if len(ids) else 0
+        if pos == len(data):
+            raw = np.frombuffer(data, dtype=np.uint8)
+            char_of_byte = np.append(np.cumsum((raw & 0xC0) != 0x80) - 1, len(text))
+            char_starts = char_of_byte[starts]
+            char_ends = np.where(ends > starts, char_of_byte[np.maximum(ends - 1, 0)] + 1, char_starts)
+            byte_spans = list(zip(starts.tolist(), ends.tolist()))
+            char_spans = list(zip(char_starts.tolist(), char_ends.tolist()))
         if pos != len(data) or (pipeline is not None and self.decode_bytes(ids) != data):
             if pipeline is not None:  # e.g. a ByteLevel pre-tokenizer that adds a prefix space
                 raise EncodeError("this tokenizer's pipeline changes the text (e.g. ByteLevel add_prefix_space, or a "
