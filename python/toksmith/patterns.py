@@ -32,6 +32,11 @@ SUPERBPE_PATTERN = (
 )
 
 
+def is_name(pattern) -> bool:
+    """Whether ``pattern`` is one of the names :func:`resolve` knows (``"gpt2"``, ``"o200k_base"``...)."""
+    return isinstance(pattern, str) and (pattern in _ALIASES or pattern == "superbpe")
+
+
 def resolve(pattern: str) -> tuple[str | None, str]:
     """Returns ``(name or None, regex)`` for a pattern name or a custom regex string.
 

@@ -49,6 +49,11 @@ class Tokenizer:
         special_tokens: dict[str, int] | None = None,
         metadata: dict | None = None,
     ) -> None:
+        from .patterns import is_name, resolve
+
+        if is_name(pattern):
+            # A name ("gpt2", "o200k"), as train() takes it: as a regex it would match only itself.
+            pattern_name, pattern = resolve(pattern)
         self.pattern = pattern
         self.pattern_name = pattern_name
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
@@ -514,9 +519,11 @@ class Tokenizer:
 
     def _token_lengths(self) -> dict[int, int]:
         if not hasattr(self, "_lengths"):
-            self._lengths = {i: len(b) for i, b in self._tokens.items()}
+            # Made whole, then published: another thread may read it as soon as it is set.
+            lengths = {i: len(b) for i, b in self._tokens.items()}
             for s, i in self.special_tokens.items():
-                self._lengths[i] = len(s.encode("utf-8"))
+                lengths[i] = len(s.encode("utf-8"))
+            self._lengths = lengths
         return self._lengths
 
     def encode_to_numpy(self, text_or_texts, *, dtype="uint32", num_threads: int | None = None,
@@ -526,9 +533,16 @@ class Tokenizer:
         import numpy as np
 
         check_threads(num_threads)
-        dtype = np.dtype(dtype)
+        if not isinstance(text_or_texts, str) and (isinstance(text_or_texts, bytes) or not isinstance(text_or_texts, Iterable)):
+            raise EncodeError(f"encode_to_numpy takes a str or a list (or other iterable) of str, not "
+                              f"{type(text_or_texts).__name__}")
+        given = dtype
+        try:
+            dtype = np.dtype(dtype) if dtype is not None else None
+        except TypeError:
+            dtype = None
         if dtype not in (np.dtype("uint16"), np.dtype("uint32")):
-            raise EncodeError(f"dtype must be uint16 or uint32, not {dtype}")
+            raise EncodeError(f"dtype must be 'uint16' or 'uint32' (or numpy.uint16 / numpy.uint32), not {given!r}")
         if self.vocab_size > np.iinfo(dtype).max + 1:
             raise EncodeError(f"{self.vocab_size} ids do not fit in {dtype}; use dtype='uint32'")
         if self._model is not None:

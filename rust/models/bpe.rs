@@ -13,6 +13,8 @@ use std::collections::BinaryHeap;
 /// for the short chunks ordinary text consists of, and for the runs of a few tens of CJK
 /// characters that Chinese and Japanese text make; longer ones use the O(n log n) heap.
 const SHORT_CHUNK: usize = 128;
+/// Ids may leave at most this many unused ids in all (see `BpeModel::build`).
+const MAX_ID_GAP: usize = 1 << 20;
 
 /// Chunks longer than `SHORT_CHUNK` and up to this many symbols are merged by `merge_heap`;
 /// longer ones by `merge_queued` (or `merge_run`), whose buckets of positions per rank keep
@@ -1175,6 +1177,16 @@ impl BpeModel {
         let max_id = tokens.iter().map(|t| t.0).chain(specials.iter().map(|s| s.1)).max().unwrap_or(0);
         if max_id as usize >= (1 << 28) {
             return Err(format_err(format!("token id {max_id} is too large; ids must be below 2^28")));
+        }
+        // The tables are indexed by id: an id far past the others (a special token at 10^8)
+        // would make them gigabytes of holes.
+        let count = tokens.len() + specials.len();
+        if max_id as usize >= count + MAX_ID_GAP {
+            return Err(format_err(format!(
+                "token id {max_id} is far past the vocabulary's {count} tokens; ids must be below {} (the \
+                 number of tokens plus {MAX_ID_GAP}): number the tokens without such a gap",
+                count + MAX_ID_GAP
+            )));
         }
         let mut vocab: Vec<Option<Vec<u8>>> = vec![None; max_id as usize + 1];
         let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());

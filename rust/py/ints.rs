@@ -20,7 +20,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::OnceLock;
+use pyo3::sync::GILOnceCell;
 
 /// How this interpreter's ints are made immortal, if they can be.
 #[derive(Clone, Copy, PartialEq)]
@@ -34,8 +34,12 @@ enum Immortality {
 }
 
 fn immortality(py: Python<'_>) -> Immortality {
-    static MODE: OnceLock<Immortality> = OnceLock::new();
-    *MODE.get_or_init(|| {
+    // A GILOnceCell, not a OnceLock: the check imports modules, which lets another thread take
+    // the GIL; with a OnceLock that thread would wait for the cell holding the GIL, and the
+    // first thread for the GIL: a deadlock on the first encode of several threads at once.
+    // Racing threads here may each run the check (same answer); the first result is kept.
+    static MODE: GILOnceCell<Immortality> = GILOnceCell::new();
+    *MODE.get_or_init(py, || {
         let check = || -> PyResult<Immortality> {
             let cpython = py.import("sys")?.getattr("implementation")?.getattr("name")?.extract::<String>()? == "cpython";
             let free_threaded = py.import("sysconfig")?.call_method1("get_config_var", ("Py_GIL_DISABLED",))?.is_truthy()?;
@@ -98,12 +102,17 @@ fn table(py: Python<'_>, n: usize, mode: Immortality) -> &'static [usize] {
 #[derive(Clone, Copy)]
 pub struct Ints(&'static [usize]);
 
+/// The table covers at most this many ids (64 MB): ids past it (a special token far past the
+/// vocabulary) get fresh ints, as on interpreters without immortal objects.
+const MAX_TABLE_IDS: usize = 1 << 21;
+
 impl Ints {
-    /// The ints of at least `0..n`; None where this interpreter cannot make them immortal.
+    /// The ints of at least `0..n` (up to `MAX_TABLE_IDS`); None where this interpreter cannot
+    /// make them immortal.
     pub fn get(py: Python<'_>, n: usize) -> Option<Ints> {
         match immortality(py) {
             Immortality::Unsupported => None,
-            mode => Some(Ints(table(py, n, mode))),
+            mode => Some(Ints(table(py, n.min(MAX_TABLE_IDS), mode))),
         }
     }
 

@@ -75,31 +75,43 @@ const COUNT_PIECE_BYTES: usize = 256 << 10;
 const FIRST_BLOCK_BYTES: usize = 1 << 20;
 
 /// Runs `f` on a rayon pool of `num_threads` threads (the global pool when None). Pools are
-/// made once per size and kept: starting threads on every batch call would cost more than
-/// encoding a small batch.
-fn with_threads<T: Send>(num_threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
-    Ok(match pool_of(num_threads)? {
+/// made once per size and kept (the last few sizes, see `pool_of`): starting threads on every
+/// batch call would cost more than encoding a small batch.
+fn with_threads<T: Send>(num_threads: Option<usize>, kind: ErrorKind, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+    Ok(match pool_of(num_threads, kind)? {
         None => f(),
         Some(pool) => pool.install(f),
     })
 }
 
-/// The kept pool of `num_threads` threads; None for the global pool.
-fn pool_of(num_threads: Option<usize>) -> Result<Option<std::sync::Arc<rayon::ThreadPool>>, Error> {
+/// How many pools of different sizes are kept: a caller trying many `num_threads` values would
+/// otherwise keep every pool's threads for good (thousands of threads).
+const KEPT_POOLS: usize = 4;
+
+/// The kept pool of `num_threads` threads; None for the global pool. The pools last used are
+/// kept; one dropped from the list ends its threads once no call is using it. `kind`: the
+/// error (encoding or training) when the threads cannot be started.
+fn pool_of(num_threads: Option<usize>, kind: ErrorKind) -> Result<Option<std::sync::Arc<rayon::ThreadPool>>, Error> {
     static POOLS: std::sync::Mutex<Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>> = std::sync::Mutex::new(Vec::new());
     let n = match num_threads {
         None | Some(0) => return Ok(None),
         Some(n) => n,
     };
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, pool)) = pools.iter().find(|(size, _)| *size == n) {
-        return Ok(Some(pool.clone()));
+    if let Some(at) = pools.iter().position(|(size, _)| *size == n) {
+        let entry = pools.remove(at);
+        let pool = entry.1.clone();
+        pools.push(entry); // most recently used last
+        return Ok(Some(pool));
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()
-        .map_err(|e| Error::new(ErrorKind::Training, format!("cannot start {n} threads: {e}")))?;
+        .map_err(|e| Error::new(kind, format!("cannot start {n} threads: {e}; ask for fewer (num_threads)")))?;
     let pool = std::sync::Arc::new(pool);
+    if pools.len() == KEPT_POOLS {
+        pools.remove(0);
+    }
     pools.push((n, pool.clone()));
     Ok(Some(pool))
 }
@@ -338,7 +350,7 @@ impl PyBpeModel {
             });
             Some((g * group, encoded))
         };
-        let pool = pool_of(num_threads).map_err(to_py)?;
+        let pool = pool_of(num_threads, ErrorKind::Encode).map_err(to_py)?;
         let helpers = match &pool {
             Some(pool) => pool.current_num_threads(),
             None => rayon::current_num_threads(),
@@ -434,7 +446,7 @@ impl PyBpeModel {
             }
         };
         let arrays = py.allow_threads(|| {
-            guard(|| with_threads(num_threads, || texts.par_iter().map(|t| encode_one(t)).collect::<Result<Vec<_>, Error>>())?)
+            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| encode_one(t)).collect::<Result<Vec<_>, Error>>())?)
         })?;
         Ok(arrays.iter().map(|a| PyByteArray::new(py, a)).collect())
     }
@@ -574,7 +586,7 @@ impl PyBpeTrainer {
         py.allow_threads(|| {
             guard(|| {
                 let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-                with_threads(threads, || counts.add_tallies(&count_chunks(&refs, pre, sp)?))?
+                with_threads(threads, ErrorKind::Training, || counts.add_tallies(&count_chunks(&refs, pre, sp)?))?
             })
         })
     }
@@ -611,7 +623,7 @@ impl PyBpeTrainer {
                 // Two buffers take turns: the one counted last is read into next.
                 let buffer = std::sync::Mutex::new(std::mem::take(spare));
                 let ahead = std::sync::Mutex::new(None);
-                with_threads(threads, || {
+                with_threads(threads, ErrorKind::Training, || {
                     let read_next = || {
                         if read_next_here {
                             let buffer = std::mem::take(&mut *buffer.lock().unwrap_or_else(|e| e.into_inner()));
@@ -669,7 +681,7 @@ impl PyBpeTrainer {
         self.read_ahead = None;
         let (learner, alphabet) = py.allow_threads(|| {
             guard(|| {
-                with_threads(threads, || match level {
+                with_threads(threads, ErrorKind::Training, || match level {
                     "byte" => {
                         let words = Words::from_chunk_groups(counts.into_groups()?)?;
                         let learner = MergeLearner::from_words(words, 256, vec![1; 256], min_frequency, max_token_length)?;
@@ -752,7 +764,7 @@ impl PyBpeTrainer {
                 words.sort_unstable();
                 let lengths = token_bytes.iter().map(|b| b.len() as u32).collect();
                 let taken = token_bytes.iter().filter(|b| !b.is_empty()).cloned().collect();
-                let learner = with_threads(threads, || MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length))??;
+                let learner = with_threads(threads, ErrorKind::Training, || MergeLearner::new(words, next_id, lengths, min_frequency, max_token_length))??;
                 Ok(learner.with_constraints(Constraints { token_bytes, max_words, forbidden, taken }))
             })
         })?;
@@ -774,7 +786,7 @@ impl PyBpeTrainer {
     fn step(&mut self, py: Python<'_>, n: usize) -> PyResult<usize> {
         let threads = self.num_threads;
         let learner = self.learner.as_mut().ok_or_else(|| TrainingError::new_err("call start() before step()"))?;
-        py.allow_threads(|| guard(|| with_threads(threads, || learner.step(n))))
+        py.allow_threads(|| guard(|| with_threads(threads, ErrorKind::Training, || learner.step(n))))
     }
 
     /// The byte-level model of the merges learned so far, after `start("byte")`: bytes are ids
