@@ -38,6 +38,10 @@ class PrecompiledCharsmap:
         self._lengths = _lengths_by_start(self.table)
         self._scanners: dict[frozenset[str], tuple[re.Pattern[str] | None, dict[str, tuple[int, ...]]]] = {}
 
+    def __reduce__(self):
+        # Pickled as its blob: the rules are a read-only view shared by instances (not picklable).
+        return (PrecompiledCharsmap, (self.precompiled,))
+
     def normalize(self, text: str) -> str:
         """``text`` with every rule applied (longest source first, left to right)."""
         return "".join(piece for piece, _ in self.pieces(text))

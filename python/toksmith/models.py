@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from . import _core
+from ._pickling import RustBacked
 from .errors import FormatError
 
 
-class _VocabModel:
+class _VocabModel(RustBacked):
     """Vocabulary bookkeeping shared by the models: token string <-> id."""
 
     def __init__(self, vocab: dict[str, int]) -> None:
@@ -99,25 +100,30 @@ class BPE(_VocabModel):
         """``split_pattern``: a regex that cuts a text into words for :meth:`encode_text` (each
         match is a word; the Rust model caches the ids of words it has seen)."""
         super().__init__(vocab)
-        try:
-            merge_ids = [(self._vocab[a], self._vocab[b]) for a, b in merges]
-        except KeyError as e:
-            raise FormatError(f"a merge names the token {e.args[0]!r}, which is not in the vocabulary") from None
-        unk = None
-        if unk_token is not None:
-            unk = self._vocab.get(unk_token)
-            if unk is None:
-                raise FormatError(f"the unknown token {unk_token!r} is not in the vocabulary")
         self.merges = [tuple(m) for m in merges]
         self.split_pattern = split_pattern
         self.options = dict(unk_token=unk_token, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
                             continuing_subword_prefix=continuing_subword_prefix,
                             end_of_word_suffix=end_of_word_suffix, ignore_merges=ignore_merges)
+        self._make_rust()
+
+    _RUST_FIELDS = ("_core",)
+
+    def _make_rust(self) -> None:
+        try:
+            merge_ids = [(self._vocab[a], self._vocab[b]) for a, b in self.merges]
+        except KeyError as e:
+            raise FormatError(f"a merge names the token {e.args[0]!r}, which is not in the vocabulary") from None
+        options = dict(self.options)
+        unk_token = options.pop("unk_token")
+        unk = None
+        if unk_token is not None:
+            unk = self._vocab.get(unk_token)
+            if unk is None:
+                raise FormatError(f"the unknown token {unk_token!r} is not in the vocabulary")
         self._core = _core.BpeModel(
-            [(i, t.encode("utf-8")) for t, i in self._vocab.items()], merge_ids, split_pattern, [],
-            level="char", unk=unk, byte_fallback=byte_fallback, fuse_unk=fuse_unk,
-            continuing_subword_prefix=continuing_subword_prefix, end_of_word_suffix=end_of_word_suffix,
-            ignore_merges=ignore_merges,
+            [(i, t.encode("utf-8")) for t, i in self._vocab.items()], merge_ids, self.split_pattern, [],
+            level="char", unk=unk, **options,
         )
 
     def encode_words(self, words: Iterable[str]) -> list[int]:
@@ -162,8 +168,13 @@ class WordPiece(_VocabModel):
         self.unk_token = unk_token
         self.continuing_subword_prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-        self._core = _core.WordPieceModel(list(self._vocab.items()), unk_token, continuing_subword_prefix,
-                                          max_input_chars_per_word)
+        self._make_rust()
+
+    _RUST_FIELDS = ("_core",)
+
+    def _make_rust(self) -> None:
+        self._core = _core.WordPieceModel(list(self._vocab.items()), self.unk_token, self.continuing_subword_prefix,
+                                          self.max_input_chars_per_word)
 
     def encode_words(self, words: Iterable[str]) -> list[int]:
         return self._core.encode_words(list(words))
@@ -187,10 +198,16 @@ class Unigram(_VocabModel):
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.exclude = frozenset(exclude)
-        skip = set(exclude) | ({unk_id} if unk_id is not None else set())
-        lattice = [(p, i, s) for i, (p, s) in enumerate(self.pieces) if i not in skip]
+        self.fuse_unk = fuse_unk
         self.float32_scores = float32_scores
-        self._core = _core.UnigramModel(lattice, unk_id, byte_fallback, fuse_unk, float32_scores)
+        self._make_rust()
+
+    _RUST_FIELDS = ("_core",)
+
+    def _make_rust(self) -> None:
+        skip = set(self.exclude) | ({self.unk_id} if self.unk_id is not None else set())
+        lattice = [(p, i, s) for i, (p, s) in enumerate(self.pieces) if i not in skip]
+        self._core = _core.UnigramModel(lattice, self.unk_id, self.byte_fallback, self.fuse_unk, self.float32_scores)
 
     def id_to_token(self, id: int) -> str | None:
         return self.pieces[id][0] if 0 <= id < len(self.pieces) else None

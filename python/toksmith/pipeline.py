@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from . import _core
+from ._pickling import RustBacked
 from .pre_tokenizers import RUST_REGEX_WORD as _WORD_CHAR  # Hugging Face's single_word check
 from .pre_tokenizers import WHITESPACE as _SPACE_CHAR  # lstrip and rstrip
 
@@ -53,17 +54,22 @@ class AddedToken:
     normalized: bool = False
 
 
-class _Matcher:
+class _Matcher(RustBacked):
     """Finds added tokens in a text: leftmost, then longest, as Hugging Face's Aho-Corasick."""
+
+    _RUST_FIELDS = ("finder",)
 
     def __init__(self, tokens: dict[str, AddedToken]) -> None:
         self.tokens = tokens
         self.strings = list(tokens)
+        self._make_rust()
+        alternatives = sorted(tokens, key=len, reverse=True)
+        self.regex = re.compile("|".join(map(re.escape, alternatives))) if alternatives and self.finder is None else None
+
+    def _make_rust(self) -> None:
         # Rust's Aho-Corasick finds the same matches as an alternation of the strings, longest
         # first, in Python's `re`, which tries every one at every position (Gemma 3 has 6,406).
         self.finder = _core.LiteralMatcher(self.strings) if self.strings and all(self.strings) else None
-        alternatives = sorted(tokens, key=len, reverse=True)
-        self.regex = re.compile("|".join(map(re.escape, alternatives))) if alternatives and self.finder is None else None
 
     def _matches(self, text: str) -> list[tuple[int, int, str]]:
         if self.finder is not None:
@@ -113,7 +119,9 @@ def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
     return ids
 
 
-class Pipeline:
+class Pipeline(RustBacked):
+    _RUST_FIELDS = ("fast",)
+
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
         self.model = model
@@ -139,11 +147,14 @@ class Pipeline:
                 self._normalized_content.setdefault(content, t)
             self._added_names[t.id] = content
         self._special_contents = {t.content for t in self.added_tokens if t.special}
+        self._make_rust()
+
+    def _make_rust(self) -> None:
         # Byte-level BPE behind a regex the Rust scanners know: pre-tokenize and merge in one
         # Rust call (see fast_path.py); None keeps the general path.
         from .fast_path import byte_level_fast_path
 
-        self.fast = byte_level_fast_path(pre_tokenizer, model)
+        self.fast = byte_level_fast_path(self.pre_tokenizer, self.model)
 
     @property
     def special_tokens(self) -> dict[str, int]:

@@ -97,6 +97,24 @@ class Tokenizer:
         self.uses_ranks = False
         return self
 
+    # Pickling (see _pickling.py): a BPE tokenizer run in Rust is made again from its tokens and
+    # merges (or ranks); a pipeline's parts make their own Rust models again.
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        if state.pop("_model", None) is not None:
+            state["_tokens_cache"] = self._tokens
+            if not self.uses_ranks:
+                state["_merges"] = self._merges if self._merges is not None else [tuple(m) for m in self._model.merge_list()]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._model = None
+        if self._pipeline is None:
+            tokens, specials = list(self._tokens_cache.items()), list(self.special_tokens.items())
+            self._model = (_core.BpeModel.from_ranks(tokens, self.pattern, specials) if self.uses_ranks
+                           else _core.BpeModel(tokens, self._merges, self.pattern, specials))
+
     @property
     def _tokens(self) -> dict[int, bytes]:
         """id -> bytes of every ordinary token (fetched from Rust on first use)."""

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import models
+from .._pickling import RustBacked
 from ..byte_level import bytes_to_token, token_to_bytes
 from ..charsmap import PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
@@ -274,7 +275,7 @@ _SCANNED = {llama_cpp_pre.REGEXES["gpt2"]: "gpt2", llama_cpp_pre.REGEXES["llama3
             llama_cpp_pre.REGEXES["qwen2"]: "qwen2"}
 
 
-class LlamaBPE(_LlamaModel):
+class LlamaBPE(_LlamaModel, RustBacked):
     """llama.cpp's ``gpt2`` (byte-level BPE with ranked merges after a regex pre-tokenizer)
     and ``gemma4`` (the same on raw UTF-8, spaces as ``▁``, byte tokens ``<0xAB>``) vocabularies."""
 
@@ -303,7 +304,12 @@ class LlamaBPE(_LlamaModel):
             if self.byte_encode else frozenset()
         self._core = models.BPE(_unique_vocab(vocab), pairs, byte_fallback=not self.byte_encode,
                                 ignore_merges=pre.ignore_merges)
-        self._ascii_fast = self._ascii_fast_path(pairs)
+        self._make_rust()
+
+    _RUST_FIELDS = ("_ascii_fast",)
+
+    def _make_rust(self) -> None:
+        self._ascii_fast = self._ascii_fast_path(self.merges)
 
     def _ascii_fast_path(self, pairs):
         """For a pre-tokenizer of one regex that toksmith's Rust scanners reproduce (GPT-2's,

@@ -75,7 +75,11 @@ class HFUnigram(Unigram):
         self.pieces = [(p, float(s)) for p, s in pieces]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
-        self._core = _core.UnigramModel([(p, i, s) for i, (p, s) in enumerate(self.pieces)], unk_id, byte_fallback, True)
+        self._make_rust()
+
+    def _make_rust(self) -> None:
+        self._core = _core.UnigramModel([(p, i, s) for i, (p, s) in enumerate(self.pieces)], self.unk_id,
+                                        self.byte_fallback, True)
 
 
 # ---------------------------------------------------------------------------------------------
