@@ -1435,8 +1435,9 @@ impl BpeModel {
             let mut result = Ok(());
             let mut scratch = Vec::new();
             let mut over = false;
+            let bounded = limit != usize::MAX; // (no division per chunk for a plain encode)
             let mut encode_chunk = |bytes: &[u8], out: &mut Vec<u32>, result: &mut Result<()>, over: &mut bool| {
-                if out.len().saturating_add(bytes.len().div_ceil(self.longest_token)) > limit {
+                if bounded && out.len().saturating_add(bytes.len().div_ceil(self.longest_token)) > limit {
                     *over = true;
                 } else {
                     *result = self.encode_chunk_with(bytes, out, &mut scratch, cache);
