@@ -7,7 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
-use crate::special::{LiteralMatcher, SpecialTokens};
+use crate::special::{LiteralMatcher, LiteralSet, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use crate::train::read::{read_block_into, split_safe};
@@ -884,9 +884,28 @@ impl PyLiteralMatcher {
     }
 }
 
+#[pyclass(name = "LiteralSet", module = "toksmith._core", frozen)]
+struct PyLiteralSet {
+    inner: LiteralSet,
+}
+
+#[pymethods]
+impl PyLiteralSet {
+    #[new]
+    fn new(strings: Vec<String>) -> PyResult<Self> {
+        guard(|| LiteralSet::new(&strings)).map(|inner| PyLiteralSet { inner })
+    }
+
+    /// The indexes of the strings that occur in `text` (overlaps included), in increasing order.
+    fn occurring(&self, py: Python<'_>, text: &str) -> Vec<usize> {
+        py.allow_threads(|| self.inner.occurring(text))
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
+    m.add_class::<PyLiteralSet>()?;
     m.add_class::<PyBpeTrainer>()?;
     m.add_class::<PyWordPieceModel>()?;
     m.add_class::<PyUnigramModel>()?;

@@ -224,6 +224,7 @@ def split(text: str, regexes: Sequence[str]) -> list[str]:
         return []
     bounds = [(0, len(text))]
     collapsed: str | None = None
+    spaced: str | None = None
     for regex in regexes:
         custom = _CUSTOM.get(regex)
         if custom is not None:
@@ -235,7 +236,9 @@ def split(text: str, regexes: Sequence[str]) -> list[str]:
                 collapsed = _collapse(text)
             subject = collapsed
         else:
-            subject = _spaces_to_vt(text)
+            if spaced is None:  # (made once for all the regexes that need it)
+                spaced = _spaces_to_vt(text)
+            subject = spaced
         new = []
         for start, end in bounds:
             prev = start
@@ -283,7 +286,19 @@ def _spaces_to_vt(text: str) -> str:
     without categories)."""
     if text.isascii():
         return text
-    return "".join("\x0b" if ord(c) > 0x7F and flags(c) & WHITESPACE else c for c in text)
+    return text.translate(_SPACES_TO_VT)
+
+
+class _SpacesToVt(dict):
+    """str.translate table of `_spaces_to_vt`: filled as characters are met."""
+
+    def __missing__(self, cp: int) -> str:
+        value = "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp)
+        self[cp] = value
+        return value
+
+
+_SPACES_TO_VT = _SpacesToVt()
 
 
 _compiled: dict[str, tuple[re.Pattern[str], bool]] = {}
