@@ -92,66 +92,57 @@ impl SpecialTokens {
     }
 }
 
-/// Finds literal strings in text, leftmost and then longest, without overlaps: the added tokens
-/// of a Hugging Face pipeline (thousands for Gemma 3, where Python's `re` over an alternation
-/// of them took 40% of the encoding time).
+/// Finds literal strings in text. Made to find matches (`find_chars`): leftmost and then
+/// longest, without overlaps: the added tokens of a Hugging Face pipeline (thousands for Gemma
+/// 3, where Python's `re` over an alternation of them took 40% of the encoding time). Made for
+/// `occurring`: which strings occur anywhere, overlaps included, in one pass instead of one
+/// substring search per string (llama.cpp's vocabularies cut thousands of user-defined tokens
+/// out of each text, one token after the other, longest first).
 #[derive(Debug, Clone)]
 pub struct LiteralMatcher {
     matcher: AhoCorasick,
+    len: usize,
+    overlapping: bool,
 }
 
 impl LiteralMatcher {
-    pub fn new(strings: &[String]) -> Result<Self> {
+    pub fn new(strings: &[String], overlapping: bool) -> Result<Self> {
         if strings.iter().any(|s| s.is_empty()) {
             return Err(Error::new(ErrorKind::Format, "a string to find must not be empty"));
         }
+        // (Only the standard kind reports overlapping matches.)
+        let kind = if overlapping { MatchKind::Standard } else { MatchKind::LeftmostLongest };
         let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
+            .match_kind(kind)
             .build(strings)
             .map_err(|e| Error::new(ErrorKind::Format, format!("strings to find: {e}")))?;
-        Ok(LiteralMatcher { matcher })
+        Ok(LiteralMatcher { matcher, len: strings.len(), overlapping })
     }
 
     /// The matches in `text` as (start, end, index of the string), in characters, not bytes.
-    pub fn find_chars(&self, text: &str) -> Vec<(usize, usize, usize)> {
+    pub fn find_chars(&self, text: &str) -> Result<Vec<(usize, usize, usize)>> {
+        if self.overlapping {
+            return Err(Error::new(ErrorKind::Format, "this matcher was made to list the strings that occur"));
+        }
         let (mut byte, mut char) = (0, 0);
         let mut to_char = |at: usize| {
             char += text[byte..at].chars().count();
             byte = at;
             char
         };
-        self.matcher.find_iter(text).map(|m| (to_char(m.start()), to_char(m.end()), m.pattern().as_usize())).collect()
-    }
-}
-
-/// Which of some literal strings occur anywhere in a text, overlapping occurrences included:
-/// one pass instead of one substring search per string (llama.cpp's vocabularies cut thousands of
-/// user-defined tokens out of each text, one token after the other, longest first).
-#[derive(Debug, Clone)]
-pub struct LiteralSet {
-    matcher: AhoCorasick,
-    len: usize,
-}
-
-impl LiteralSet {
-    pub fn new(strings: &[String]) -> Result<Self> {
-        if strings.iter().any(|s| s.is_empty()) {
-            return Err(Error::new(ErrorKind::Format, "a string to find must not be empty"));
-        }
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard) // (the only kind that reports overlapping matches)
-            .build(strings)
-            .map_err(|e| Error::new(ErrorKind::Format, format!("strings to find: {e}")))?;
-        Ok(LiteralSet { matcher, len: strings.len() })
+        Ok(self.matcher.find_iter(text).map(|m| (to_char(m.start()), to_char(m.end()), m.pattern().as_usize())).collect())
     }
 
     /// The indexes of the strings that occur in `text`, in increasing order.
-    pub fn occurring(&self, text: &str) -> Vec<usize> {
+    pub fn occurring(&self, text: &str) -> Result<Vec<usize>> {
+        if !self.overlapping {
+            return Err(Error::new(ErrorKind::Format, "this matcher was made to find leftmost-longest matches"));
+        }
         let mut seen = vec![false; self.len];
         for m in self.matcher.find_overlapping_iter(text) {
             seen[m.pattern().as_usize()] = true;
         }
-        (0..self.len).filter(|&i| seen[i]).collect()
+        Ok((0..self.len).filter(|&i| seen[i]).collect())
     }
 }
 
@@ -184,17 +175,18 @@ mod tests {
     }
     #[test]
     fn literal_matcher_is_leftmost_longest_in_characters() {
-        let m = LiteralMatcher::new(&["ab".to_string(), "abc".to_string(), "é".to_string(), "c".to_string()]).unwrap();
-        assert_eq!(m.find_chars("éabcabé c"), [(0, 1, 2), (1, 4, 1), (4, 6, 0), (6, 7, 2), (8, 9, 3)]);
-        assert!(m.find_chars("xyz").is_empty());
-        assert!(LiteralMatcher::new(&[String::new()]).is_err());
+        let m = LiteralMatcher::new(&["ab".to_string(), "abc".to_string(), "é".to_string(), "c".to_string()], false).unwrap();
+        assert_eq!(m.find_chars("éabcabé c").unwrap(), [(0, 1, 2), (1, 4, 1), (4, 6, 0), (6, 7, 2), (8, 9, 3)]);
+        assert!(m.find_chars("xyz").unwrap().is_empty());
+        assert!(m.occurring("abc").is_err());
+        assert!(LiteralMatcher::new(&[String::new()], false).is_err());
     }
 
     #[test]
     fn literal_set_sees_overlapping_occurrences() {
-        let s = LiteralSet::new(&["abcd".to_string(), "xab".to_string(), "zz".to_string(), "é".to_string()]).unwrap();
-        assert_eq!(s.occurring("xabcd é"), [0, 1, 3]); // "xab" overlaps "abcd": both occur
-        assert!(s.occurring("").is_empty());
-        assert!(LiteralSet::new(&[String::new()]).is_err());
+        let s = LiteralMatcher::new(&["abcd".to_string(), "xab".to_string(), "zz".to_string(), "é".to_string()], true).unwrap();
+        assert_eq!(s.occurring("xabcd é").unwrap(), [0, 1, 3]); // "xab" overlaps "abcd": both occur
+        assert!(s.occurring("").unwrap().is_empty());
+        assert!(s.find_chars("xab").is_err());
     }
 }

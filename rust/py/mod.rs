@@ -7,7 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
-use crate::special::{LiteralMatcher, LiteralSet, SpecialTokens};
+use crate::special::{LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use crate::train::read::{read_block_into, split_safe};
@@ -873,39 +873,27 @@ struct PyLiteralMatcher {
 
 #[pymethods]
 impl PyLiteralMatcher {
+    /// `overlapping`: made for `occurring` instead of `find`.
     #[new]
-    fn new(strings: Vec<String>) -> PyResult<Self> {
-        guard(|| LiteralMatcher::new(&strings)).map(|inner| PyLiteralMatcher { inner })
+    #[pyo3(signature = (strings, overlapping=false))]
+    fn new(strings: Vec<String>, overlapping: bool) -> PyResult<Self> {
+        guard(|| LiteralMatcher::new(&strings, overlapping)).map(|inner| PyLiteralMatcher { inner })
     }
 
     /// The matches in `text` as (start, end, index of the string), in characters.
-    fn find(&self, py: Python<'_>, text: &str) -> Vec<(usize, usize, usize)> {
-        py.allow_threads(|| self.inner.find_chars(text))
-    }
-}
-
-#[pyclass(name = "LiteralSet", module = "toksmith._core", frozen)]
-struct PyLiteralSet {
-    inner: LiteralSet,
-}
-
-#[pymethods]
-impl PyLiteralSet {
-    #[new]
-    fn new(strings: Vec<String>) -> PyResult<Self> {
-        guard(|| LiteralSet::new(&strings)).map(|inner| PyLiteralSet { inner })
+    fn find(&self, py: Python<'_>, text: &str) -> PyResult<Vec<(usize, usize, usize)>> {
+        py.allow_threads(|| self.inner.find_chars(text)).map_err(to_py)
     }
 
     /// The indexes of the strings that occur in `text` (overlaps included), in increasing order.
-    fn occurring(&self, py: Python<'_>, text: &str) -> Vec<usize> {
-        py.allow_threads(|| self.inner.occurring(text))
+    fn occurring(&self, py: Python<'_>, text: &str) -> PyResult<Vec<usize>> {
+        py.allow_threads(|| self.inner.occurring(text)).map_err(to_py)
     }
 }
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
-    m.add_class::<PyLiteralSet>()?;
     m.add_class::<PyBpeTrainer>()?;
     m.add_class::<PyWordPieceModel>()?;
     m.add_class::<PyUnigramModel>()?;

@@ -174,7 +174,7 @@ class _LlamaModel(RustBacked):
         # stripped, holds only what the text holds): DeepSeek's 2,398 searched one by one took
         # half of its encoding time.
         strings = [self.vocab.tokens[i] for i in self._cut]
-        self._cut_finder = _core.LiteralSet(strings) if strings and all(strings) else None
+        self._cut_finder = _core.LiteralMatcher(strings, overlapping=True) if strings and all(strings) else None
 
     # the model interface of toksmith's pipeline
     @property
