@@ -119,6 +119,9 @@ def test_train_every_algorithm_from_the_command_line(tmp_path):
         assert got.decode(got.encode("lower newest"), skip_special_tokens=True).strip() == "lower newest"
     for flags, message in [(["--algorithm", "unigram", "--option", "bogus=1"], "unknown option"),
                            (["--algorithm", "unigram", "--option", "min_frequency=3"], "use --min-frequency"),
+                           (["--algorithm", "unigram", "--option", "num_threads=1"], "use --threads"),
+                           (["--algorithm", "unigram", "--option", "split_digits=1"], "must be True or False"),
+                           (["--algorithm", "wordpiece", "--option", "lowercase={[1]:2}"], "must be True or False"),
                            (["--option", "lowercase=false"], "--option passes WordPiece's"),
                            (["--transition", "280"], "options of --algorithm superbpe"),
                            (["--algorithm", "wordpiece", "--trace"], "--trace replays byte-level BPE")]:

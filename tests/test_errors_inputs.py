@@ -87,6 +87,12 @@ def test_int_options_checked(options, phrase):
     (dict(algorithm="unigram", pattern="gpt2"), "pattern: not options of algorithm='unigram'"),
     (dict(algorithm="wordpiece", max_memory="1GB", from_counts=True), "from_counts, max_memory: not options"),
     (dict(algorithm="wordpiece", level="char"), "level: not options"),
+    (dict(algorithm="wordpiece", forbidden_patterns=["x"]), "forbidden_patterns: not options"),
+    (dict(algorithm="unigram", max_words_per_token=2), "max_words_per_token: not options"),
+    (dict(transition=280), "transition: options of algorithm='superbpe'"),
+    (dict(forbidden_patterns=["x"]), "forbidden_patterns: options of algorithm='superbpe'"),
+    (dict(algorithm="unigram", split_digits=1), "split_digits must be True or False"),
+    (dict(algorithm="wordpiece", max_input_chars_per_word="9"), "max_input_chars_per_word must be a number"),
 ])
 def test_options_another_algorithm_would_ignore_are_errors(options, phrase):
     """WordPiece and Unigram do not count chunks: BPE's options and misspelled ones were ignored

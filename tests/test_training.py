@@ -314,10 +314,12 @@ def test_counts_without_a_sidecar_train_with_the_pattern_given(tmp_path):
     (tmp_path / "c.tsv.meta.json").unlink()
     assert toksmith.train(tmp_path / "c.tsv", vocab_size=300, from_counts=True).pattern_name == "o200k"
     assert toksmith.train(tmp_path / "c.tsv", vocab_size=300, from_counts=True, pattern="gpt2").pattern_name == "gpt2"
-    # A merge with one file of unknown pattern records none.
+    # A merge with one file of unknown pattern records none, whatever the order.
     count(texts, tmp_path / "d.tsv", pattern="gpt2")
     merge_counts([tmp_path / "c.tsv", tmp_path / "d.tsv"], tmp_path / "m.tsv")
     assert not (tmp_path / "m.tsv.meta.json").exists()
+    merge_counts([tmp_path / "d.tsv", tmp_path / "c.tsv"], tmp_path / "m2.tsv")
+    assert not (tmp_path / "m2.tsv.meta.json").exists()
     (tmp_path / "d.tsv.meta.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(toksmith.TrainingError, match="d.tsv.meta.json: not a counts sidecar"):
         toksmith.train(tmp_path / "d.tsv", vocab_size=300, from_counts=True)

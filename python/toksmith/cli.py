@@ -70,7 +70,9 @@ def _algorithm_options(args: argparse.Namespace) -> dict:
         if not sep or not key.isidentifier():
             raise toksmith.TrainingError(f"--option {item!r}: write KEY=VALUE, e.g. --option character_coverage=0.9995")
         if key in _TRAIN_PARAMETERS:
-            raise toksmith.TrainingError(f"--option {key}: use --{key.replace('_', '-')}, the option of every algorithm")
+            flag = _TRAIN_PARAMETERS[key]
+            raise toksmith.TrainingError(f"--option {key}: use {flag}, the option of every algorithm" if flag else
+                                         f"--option {key}: not an option of the command line")
         options[key] = _option_value(value)
     if args.option and args.algorithm not in ("wordpiece", "unigram"):
         raise toksmith.TrainingError("--option passes WordPiece's and Unigram's own options (see "
@@ -80,11 +82,15 @@ def _algorithm_options(args: argparse.Namespace) -> dict:
     return options
 
 
-_TRAIN_PARAMETERS = {"source", "algorithm", "vocab_size", "pattern", "special_tokens", "special_tokens_position",
-                     "min_frequency", "max_token_length", "num_threads", "max_memory", "max_chars_per_doc",
-                     "text_field", "from_counts", "show_progress", "transition", "stage2_pattern",
-                     "max_words_per_token", "forbidden_patterns", "level", "end_of_word_suffix", "limit_alphabet",
-                     "byte_fallback"}
+# toksmith.train's own parameters -> the flag that sets them (None: not on the command line).
+_TRAIN_PARAMETERS = {"source": "FILES", "algorithm": "--algorithm", "vocab_size": "--vocab-size", "pattern": "--pattern",
+                     "special_tokens": "--special-token", "special_tokens_position": "--special-tokens-position",
+                     "min_frequency": "--min-frequency", "max_token_length": "--max-token-length",
+                     "num_threads": "--threads", "max_memory": "--max-memory", "max_chars_per_doc": "--max-chars-per-doc",
+                     "text_field": "--text-field", "from_counts": "--from-counts", "show_progress": "--quiet",
+                     "transition": "--transition", "stage2_pattern": None, "max_words_per_token": "--max-words-per-token",
+                     "forbidden_patterns": None, "level": "--level", "end_of_word_suffix": "--end-of-word-suffix",
+                     "limit_alphabet": "--limit-alphabet", "byte_fallback": "--byte-fallback"}
 
 
 def _option_value(text: str):
@@ -96,7 +102,7 @@ def _option_value(text: str):
         return {"true": True, "false": False}.get(lowered)
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
 
 

@@ -137,6 +137,15 @@ def _check_options(trainer, options: dict, algorithm: str) -> None:
     if unknown:
         raise TrainingError(f"unknown option(s) of algorithm={algorithm!r}: {', '.join(unknown)}; it takes "
                             f"{', '.join(taken)}")
+    # A flag must be a bool (Rust refuses 1 with a TypeError), a number a number.
+    params = inspect.signature(trainer).parameters
+    for name, value in options.items():
+        default = params[name].default
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise TrainingError(f"{name} must be True or False, not {value!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TrainingError(f"{name} must be a number, not {value!r}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -154,7 +154,10 @@ def train(
                                            ("max_memory", max_memory is not None),
                                            ("special_tokens_position", special_tokens_position != "first"),
                                            ("level", level != "byte"), ("end_of_word_suffix", end_of_word_suffix),
-                                           ("transition", transition is not None)] if given]
+                                           ("transition", transition is not None),
+                                           ("stage2_pattern", stage2_pattern != "superbpe"),
+                                           ("max_words_per_token", max_words_per_token != 4),
+                                           ("forbidden_patterns", bool(list(forbidden_patterns)))] if given]
         if unused:
             raise TrainingError(f"{', '.join(unused)}: not options of algorithm={algorithm!r} (they are BPE's); "
                                 f"its options are in toksmith.train_subword.train_{algorithm}")
@@ -188,6 +191,13 @@ def train(
     if algorithm not in ("bpe", "superbpe"):
         raise TrainingError(f"algorithm={algorithm!r} is not available; use 'bpe', 'superbpe', 'wordpiece' or "
                             f"'unigram'")
+    if algorithm == "bpe":
+        stage2 = [name for name, given in [("transition", transition is not None),
+                                           ("stage2_pattern", stage2_pattern != "superbpe"),
+                                           ("max_words_per_token", max_words_per_token != 4),
+                                           ("forbidden_patterns", bool(list(forbidden_patterns)))] if given]
+        if stage2:
+            raise TrainingError(f"{', '.join(stage2)}: options of algorithm='superbpe', not of 'bpe'")
     specials = _check_specials(special_tokens, special_tokens_position)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
@@ -538,7 +548,7 @@ def merge_counts(inputs, output: str | os.PathLike, *, max_memory: int | str | N
         read_counts(trainer, inputs)
         # The sum keeps the inputs' pattern only when every input names it (one counted by
         # another tool could have been counted with any).
-        pattern = next(iter(known.values())) if known and None not in known else None
+        pattern = next(iter(known.values())) if known and None not in known.values() else None
         return _write_counts(trainer, Path(output), pattern)
 
 
@@ -563,14 +573,17 @@ def _write_counts(trainer, output, pattern: dict | None) -> int:
     import json
 
     meta = counts_meta_path(output)
-    if meta.is_file():
-        meta.unlink()
     with atomic_output(output) as tmp:
         n = trainer.write_counts(str(tmp))
-    if pattern is not None:
-        with atomic_output(meta) as tmp:
-            tmp.write_text(json.dumps({"format": "toksmith counts", "version": 1, **pattern}, ensure_ascii=False,
-                                      indent=1) + "\n", encoding="utf-8")
+        # The sidecar is replaced just before the counts are renamed into place: a failed or
+        # interrupted write leaves the old counts with their own sidecar.
+        if pattern is None:
+            if meta.is_file():
+                meta.unlink()
+        else:
+            with atomic_output(meta) as tmp_meta:
+                tmp_meta.write_text(json.dumps({"format": "toksmith counts", "version": 1, **pattern},
+                                               ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return n
 
 

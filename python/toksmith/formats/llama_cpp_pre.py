@@ -43,6 +43,9 @@ _UNICODE_15 = (
 )
 
 _flag_cache: dict[str, int] = {}
+# The caches of characters seen stop growing here (a text of every code point would keep
+# hundreds of MB): characters past it are looked up each time.
+_TABLE_LIMIT = 1 << 16
 
 
 def flags(char: str) -> int:
@@ -57,7 +60,8 @@ def flags(char: str) -> int:
             f = _BY_CATEGORY[cat[0]]
         if ord(char) in _WHITESPACE:
             f |= WHITESPACE
-        _flag_cache[char] = f
+        if len(_flag_cache) < _TABLE_LIMIT:
+            _flag_cache[char] = f
     return f
 
 
@@ -270,7 +274,8 @@ class _Collapse(dict):
     def __missing__(self, cp: int) -> str:
         f = flags(chr(cp))
         value = "\x0b" if f & WHITESPACE else _CODES.get(f & 0xFF, "\xd0")
-        self[cp] = value
+        if len(self) < _TABLE_LIMIT:
+            self[cp] = value
         return value
 
 
@@ -294,7 +299,8 @@ class _SpacesToVt(dict):
 
     def __missing__(self, cp: int) -> str:
         value = "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp)
-        self[cp] = value
+        if len(self) < _TABLE_LIMIT:  # (text of every code point must not keep them all)
+            self[cp] = value
         return value
 
 
