@@ -44,16 +44,23 @@ def byte_level_fast_path(pre_tokenizer, model):
     if (options["unk_token"] is not None or options["byte_fallback"] or options["continuing_subword_prefix"]
             or options["end_of_word_suffix"]):
         return None
-    vocab = model.get_vocab()
+    return byte_level_model(model.get_vocab(), model.merges, name, ignore_merges=options["ignore_merges"])
+
+
+def byte_level_model(vocab: dict[str, int], merges, name: str, *, ignore_merges: bool):
+    """A byte-level Rust model of a vocabulary written in GPT-2's byte characters (``Ġ``) and its
+    merges (pairs of such strings), behind the scanner pattern ``name``; None when the vocabulary
+    is not plain byte-level BPE (a token outside the byte alphabet, two tokens of the same bytes,
+    a byte without a token)."""
     try:
         tokens = [(i, token_to_bytes(t)) for t, i in vocab.items()]
-        merges = [(vocab[a], vocab[b]) for a, b in model.merges]
+        merge_ids = [(vocab[a], vocab[b]) for a, b in merges]
     except KeyError:  # a token outside the byte alphabet: not a byte-level vocabulary
         return None
     if len({b for _, b in tokens}) != len(tokens):
         return None
     try:
-        return _core.BpeModel(tokens, merges, _core.pattern_regex(name), [], level="byte",
-                              ignore_merges=options["ignore_merges"])
+        return _core.BpeModel(tokens, merge_ids, _core.pattern_regex(name), [], level="byte",
+                              ignore_merges=ignore_merges)
     except ValueError:  # e.g. not all 256 bytes are tokens
         return None

@@ -877,32 +877,25 @@ class StreamDecoder:
         return new
 
     def _move_anchor(self, text: str) -> None:
-        """Drops the ids before the shortest anchor among the last 16 ids (see the class's note;
-        a run of ids with no anchor, e.g. pieces that decode to nothing, is kept whole)."""
-        for k in range(len(self._ids) - 1, max(0, len(self._ids) - 17), -1):
-            tail = self._tok.decode(self._ids[k:])
-            dropped = len(text) - len(tail)
-            if tail and text.endswith(tail) and dropped <= self._emitted:
-                # A tail that starts inside a character (continuation bytes) starts with U+FFFD,
-                # as the text may: an anchor there only if the two halves add up to the text.
-                if tail[0] == "\ufffd" and self._tok.decode(self._ids[:k]) + tail != text:
-                    continue
-                del self._ids[:k]
-                self._emitted -= dropped
-                return
-        # None: an anchor with the id before it kept as context, decoded but not emitted again
-        # (a WordPiece "##" piece, or any token that decodes differently first, decodes as it
-        # does after its neighbour): a run of such ids would otherwise be decoded whole each time.
-        for k in range(len(self._ids) - 1, max(0, len(self._ids) - 17), -1):
-            head = self._tok.decode(self._ids[k - 1:k])
-            full = self._tok.decode(self._ids[k - 1:])
-            rest = full[len(head):]
-            if head and rest and full.startswith(head) and text.endswith(rest) and len(text) - len(rest) <= self._emitted:
-                if rest[0] == "\ufffd" and self._tok.decode(self._ids[:k]) + rest != text:
-                    continue
-                del self._ids[:k - 1]
-                self._emitted -= len(text) - len(full)
-                return
+        """Drops the ids before the shortest anchor among the last 16 ids (see the class's note).
+        Failing one, an anchor with the id before it kept as context, decoded but not emitted
+        again (a WordPiece "##" piece, or any token that decodes differently first, decodes as
+        it does after its neighbour): a run of such ids would otherwise be decoded whole each time."""
+        for context in (0, 1):
+            for k in range(len(self._ids) - 1, max(0, len(self._ids) - 17), -1):
+                start = k - context
+                head = self._tok.decode(self._ids[start:k]) if context else ""
+                full = self._tok.decode(self._ids[start:])
+                rest = full[len(head):]  # what ids[k:] add
+                if ((head or not context) and rest and full.startswith(head) and text.endswith(rest)
+                        and len(text) - len(rest) <= self._emitted):
+                    # A tail that starts inside a character (continuation bytes) starts with
+                    # U+FFFD, as the text may: an anchor there only if the two halves add up.
+                    if rest[0] == "\ufffd" and self._tok.decode(self._ids[:k]) + rest != text:
+                        continue
+                    del self._ids[:start]
+                    self._emitted -= len(text) - len(full)
+                    return
 
     def flush(self) -> str:
         if self._tok.pipeline is None:

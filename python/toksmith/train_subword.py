@@ -130,7 +130,8 @@ def _check_options(trainer, options: dict, algorithm: str) -> None:
     """A TrainingError naming the options ``trainer`` does not take (a TypeError escaped before)."""
     import inspect
 
-    taken = [name for name, p in inspect.signature(trainer).parameters.items()
+    params = inspect.signature(trainer).parameters
+    taken = [name for name, p in params.items()
              if p.kind is p.KEYWORD_ONLY and name not in ("vocab_size", "num_threads", "max_chars_per_doc",
                                                           "text_field", "show_progress")]
     unknown = sorted(set(options) - set(taken))
@@ -138,7 +139,6 @@ def _check_options(trainer, options: dict, algorithm: str) -> None:
         raise TrainingError(f"unknown option(s) of algorithm={algorithm!r}: {', '.join(unknown)}; it takes "
                             f"{', '.join(taken)}")
     # A flag must be a bool (Rust refuses 1 with a TypeError), a number a number.
-    params = inspect.signature(trainer).parameters
     for name, value in options.items():
         default = params[name].default
         if isinstance(default, bool) and not isinstance(value, bool):

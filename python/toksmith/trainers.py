@@ -146,6 +146,13 @@ def train(
     (left id, right id), bytes counting as ids 0-255): deterministic, whatever the thread count.
     """
     check_threads(num_threads)
+    if not isinstance(forbidden_patterns, str):  # (a lone string: _check_patterns says so below)
+        forbidden_patterns = list(forbidden_patterns)  # (an iterator is read once)
+    # SuperBPE's own options given (not at their defaults): an error for any other algorithm.
+    superbpe_options = [name for name, given in [("transition", transition is not None),
+                                                 ("stage2_pattern", stage2_pattern != "superbpe"),
+                                                 ("max_words_per_token", max_words_per_token != 4),
+                                                 ("forbidden_patterns", bool(forbidden_patterns))] if given]
     if algorithm in ("wordpiece", "unigram"):
         from .train_subword import train_subword
 
@@ -153,11 +160,8 @@ def train(
         unused = [name for name, given in [("pattern", pattern is not None), ("from_counts", from_counts),
                                            ("max_memory", max_memory is not None),
                                            ("special_tokens_position", special_tokens_position != "first"),
-                                           ("level", level != "byte"), ("end_of_word_suffix", end_of_word_suffix),
-                                           ("transition", transition is not None),
-                                           ("stage2_pattern", stage2_pattern != "superbpe"),
-                                           ("max_words_per_token", max_words_per_token != 4),
-                                           ("forbidden_patterns", bool(list(forbidden_patterns)))] if given]
+                                           ("level", level != "byte"), ("end_of_word_suffix", end_of_word_suffix)]
+                  if given] + superbpe_options
         if unused:
             raise TrainingError(f"{', '.join(unused)}: not options of algorithm={algorithm!r} (they are BPE's); "
                                 f"its options are in toksmith.train_subword.train_{algorithm}")
@@ -191,13 +195,8 @@ def train(
     if algorithm not in ("bpe", "superbpe"):
         raise TrainingError(f"algorithm={algorithm!r} is not available; use 'bpe', 'superbpe', 'wordpiece' or "
                             f"'unigram'")
-    if algorithm == "bpe":
-        stage2 = [name for name, given in [("transition", transition is not None),
-                                           ("stage2_pattern", stage2_pattern != "superbpe"),
-                                           ("max_words_per_token", max_words_per_token != 4),
-                                           ("forbidden_patterns", bool(list(forbidden_patterns)))] if given]
-        if stage2:
-            raise TrainingError(f"{', '.join(stage2)}: options of algorithm='superbpe', not of 'bpe'")
+    if algorithm == "bpe" and superbpe_options:
+        raise TrainingError(f"{', '.join(superbpe_options)}: options of algorithm='superbpe', not of 'bpe'")
     specials = _check_specials(special_tokens, special_tokens_position)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TrainingError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
@@ -567,9 +566,8 @@ def counts_meta_path(counts_file) -> "os.PathLike":
 
 
 def _write_counts(trainer, output, pattern: dict | None) -> int:
-    """Writes through a temporary file beside ``output`` and renames it: never half a file. Then
-    the sidecar naming the pattern (a stale one is removed first, so that an interrupted run
-    never leaves counts beside another run's pattern)."""
+    """Writes through a temporary file beside ``output`` and renames it: never half a file; with
+    the sidecar naming the pattern (or none, when ``pattern`` is None)."""
     import json
 
     meta = counts_meta_path(output)

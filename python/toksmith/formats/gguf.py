@@ -165,11 +165,14 @@ class _LlamaModel(RustBacked):
         self.vocab = vocab
         self._cut = sorted(cut, key=lambda i: (-len(vocab.tokens[i].encode("utf-8")), i))
         self._lstrip, self._rstrip = lstrip, rstrip
-        _LlamaModel._make_rust(self)
+        self._make_cut_finder()
 
     _RUST_FIELDS = ("_cut_finder",)
 
     def _make_rust(self) -> None:
+        self._make_cut_finder()
+
+    def _make_cut_finder(self) -> None:
         # Which cut tokens occur in a text at all, in one pass (a part of the text, cut or
         # stripped, holds only what the text holds): DeepSeek's 2,398 searched one by one took
         # half of its encoding time.
@@ -338,22 +341,12 @@ class LlamaBPE(_LlamaModel):
         call: llama.cpp's hand-written matchers, written again in Python here, cost ~1 µs per
         character. Only for ASCII, where llama.cpp's Unicode tables cannot differ from the
         scanners'; None where the vocabulary is not plain byte-level BPE (then the general path)."""
+        from ..fast_path import byte_level_model
+
         name = _SCANNED.get(self.regexes)
         if name is None or not self.byte_encode or self.pre.escape_whitespaces:
             return None
-        ids = _unique_vocab(self.vocab)
-        try:
-            tokens = [(i, token_to_bytes(t)) for t, i in ids.items()]
-            merges = [(ids[a], ids[b]) for a, b in pairs]
-        except KeyError:  # a token outside the byte alphabet
-            return None
-        if len({b for _, b in tokens}) != len(tokens):
-            return None
-        try:
-            return _core.BpeModel(tokens, merges, _core.pattern_regex(name), [], level="byte",
-                                  ignore_merges=self.pre.ignore_merges)
-        except ValueError:  # e.g. not all 256 bytes are tokens
-            return None
+        return byte_level_model(_unique_vocab(self.vocab), pairs, name, ignore_merges=self.pre.ignore_merges)
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
         if self._ascii_fast is None:

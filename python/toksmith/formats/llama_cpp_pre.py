@@ -267,19 +267,31 @@ _CLASSES = {"N": NUMBER, "L": LETTER, "P": PUNCTUATION, "M": MARK, "S": SYMBOL,
             "Lu": LETTER, "Ll": LETTER, "Lt": LETTER, "Lm": LETTER, "Lo": LETTER}
 
 
-class _Collapse(dict):
-    """str.translate table: ASCII stays, other whitespace -> \\v, other characters -> the code
-    of their category (\\xd0 for categories no regex names)."""
+class _CharTable(dict):
+    """A str.translate table filled as characters are met, by ``rule(code point) -> str``, up to
+    ``_TABLE_LIMIT`` entries."""
+
+    def __init__(self, rule: Callable[[int], str]) -> None:
+        super().__init__()
+        self.rule = rule
 
     def __missing__(self, cp: int) -> str:
-        f = flags(chr(cp))
-        value = "\x0b" if f & WHITESPACE else _CODES.get(f & 0xFF, "\xd0")
-        if len(self) < _TABLE_LIMIT:
+        value = self.rule(cp)
+        if len(self) < _TABLE_LIMIT:  # (text of every code point must not keep them all)
             self[cp] = value
         return value
 
 
-_COLLAPSE = _Collapse({cp: chr(cp) for cp in range(128)})
+def _collapsed_char(cp: int) -> str:
+    """ASCII stays, other whitespace -> \\v, other characters -> the code of their category
+    (\\xd0 for categories no regex names)."""
+    if cp < 0x80:
+        return chr(cp)
+    f = flags(chr(cp))
+    return "\x0b" if f & WHITESPACE else _CODES.get(f & 0xFF, "\xd0")
+
+
+_COLLAPSE = _CharTable(_collapsed_char)
 
 
 def _collapse(text: str) -> str:
@@ -294,17 +306,7 @@ def _spaces_to_vt(text: str) -> str:
     return text.translate(_SPACES_TO_VT)
 
 
-class _SpacesToVt(dict):
-    """str.translate table of `_spaces_to_vt`: filled as characters are met."""
-
-    def __missing__(self, cp: int) -> str:
-        value = "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp)
-        if len(self) < _TABLE_LIMIT:  # (text of every code point must not keep them all)
-            self[cp] = value
-        return value
-
-
-_SPACES_TO_VT = _SpacesToVt()
+_SPACES_TO_VT = _CharTable(lambda cp: "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp))
 
 
 _compiled: dict[str, tuple[re.Pattern[str], bool]] = {}
