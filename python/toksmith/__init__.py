@@ -20,7 +20,9 @@ from .errors import (
     SpecialTokenError,
     TokenizerError,
     TrainingError,
+    UnknownTokenError,
 )
+from .tiktoken_api import encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names
 from .tokenizer import Tokenizer
 from .trainers import train
 
@@ -35,8 +37,9 @@ def load(path: str | os.PathLike, **options) -> Tokenizer:
       ``vocab.txt``, or a directory holding them;
     - a SentencePiece ``.model``; a GGUF vocabulary (``.gguf``, ``.gguf.xz``);
     - a tiktoken encoding by name (``"cl100k_base"``, ``"o200k_base"``, ...; the ``.tiktoken`` file
-      is looked up in ``tiktoken_dir=`` or ``$TOKSMITH_TIKTOKEN_DIR``, never downloaded) or a
-      ``.tiktoken`` file (``pattern=`` and ``special_tokens=`` for files of unknown encodings).
+      is looked up in ``tiktoken_dir=``, ``$TOKSMITH_TIKTOKEN_DIR`` or tiktoken's download cache,
+      never downloaded) or a ``.tiktoken`` file (``pattern=`` and ``special_tokens=`` for files of
+      unknown encodings).
     """
     from .formats.tiktoken import ENCODINGS, load_tiktoken
 
@@ -86,6 +89,10 @@ __all__ = [
     "Tokenizer",
     "train",
     "load",
+    "get_encoding",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "list_encoding_names",
     "TokenizerError",
     "SpecialTokenError",
     "InvalidPatternError",
@@ -94,5 +101,6 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "SaveError",
+    "UnknownTokenError",
     "InternalError",
 ]

@@ -33,6 +33,15 @@ class EncodeError(TokenizerError, ValueError):
     """Text that cannot be encoded, e.g. a str holding lone surrogates."""
 
 
+class UnknownTokenError(TokenizerError, KeyError):
+    """A token, model or encoding name that a lookup does not know (``encode_single_token``,
+    ``decode_single_token_bytes``, ``encoding_for_model``...). Also a ``KeyError``, as tiktoken
+    raises for these, so that code written for it keeps working."""
+
+    # KeyError would quote the message (it shows its argument as a key); say it as written.
+    __str__ = Exception.__str__
+
+
 class SaveError(TokenizerError, OSError):
     """A file that cannot be written (read-only folder, a directory in the way, a full disk). Also an
     ``OSError``, so that code that catches I/O failures, such as the on-disk cache, still does."""
@@ -50,6 +59,7 @@ __all__ = [
     "FormatError",
     "DecodeError",
     "EncodeError",
+    "UnknownTokenError",
     "SaveError",
     "InternalError",
 ]

@@ -22,6 +22,7 @@ from ._io import write_atomic
 from .byte_level import bytes_to_token, token_to_bytes
 from .decoders import byte_of_token
 from .errors import DecodeError, EncodeError, FormatError, InvalidPatternError, SpecialTokenError
+from .tiktoken_api import TiktokenMethods
 
 FORMAT_NAME = "toksmith"
 FORMAT_VERSION = 1
@@ -29,7 +30,7 @@ FORMAT_VERSION = 1
 AllowedSpecial = Literal["all"] | Collection[str]
 
 
-class Tokenizer:
+class Tokenizer(TiktokenMethods):
     """A byte-level BPE tokenizer.
 
     Build one with :func:`toksmith.train` or :func:`toksmith.load`.

@@ -3,7 +3,8 @@ named OpenAI encodings with their regex patterns and special tokens.
 
 The ``.tiktoken`` file carries neither the pattern nor the special tokens; for the public
 encodings they are public constants, listed here. Nothing is downloaded: a named encoding is
-read from the directory given by ``tiktoken_dir=`` or the ``TOKSMITH_TIKTOKEN_DIR`` variable.
+read from the directory given by ``tiktoken_dir=`` or the ``TOKSMITH_TIKTOKEN_DIR`` variable, or
+else from tiktoken's own download cache when that holds an intact copy (checked by its SHA-256).
 """
 
 from __future__ import annotations
@@ -63,15 +64,20 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
     text = os.fspath(path_or_name)
     name = text if text in ENCODINGS else Path(text).stem if Path(text).suffix == ".tiktoken" else None
     if text in ENCODINGS:
+        stem = ENCODINGS[text][0]
         directory = tiktoken_dir or os.environ.get("TOKSMITH_TIKTOKEN_DIR")
-        if not directory:
-            raise FormatError(
-                f"to load {text!r} by name, set TOKSMITH_TIKTOKEN_DIR (or pass tiktoken_dir=) to a directory "
-                f"holding {ENCODINGS[text][0]}.tiktoken; toksmith does not download it"
-            )
-        path = Path(directory) / f"{ENCODINGS[text][0]}.tiktoken"
-        if not path.exists():
-            raise FormatError(f"{path} does not exist; put {ENCODINGS[text][0]}.tiktoken in {directory}")
+        if directory:
+            path = Path(directory) / f"{stem}.tiktoken"
+            if not path.exists():
+                raise FormatError(f"{path} does not exist; put {stem}.tiktoken in {directory}")
+        else:
+            path = _in_tiktoken_cache(stem)
+            if path is None:
+                raise FormatError(
+                    f"to load {text!r} by name, set TOKSMITH_TIKTOKEN_DIR (or pass tiktoken_dir=) to a directory "
+                    f"holding {stem}.tiktoken (tiktoken's download cache, {_tiktoken_cache_dir()}, has no intact "
+                    f"copy); toksmith does not download it"
+                )
     else:
         path = Path(text)
     known = ENCODINGS.get(name) if name else None
@@ -105,6 +111,43 @@ def load_tiktoken(path_or_name: str | os.PathLike, *, tiktoken_dir: str | os.Pat
         raise FormatError(f"{path}: {e}") from None
     return Tokenizer._from_ranks_model(model, pattern=regex, pattern_name=pattern_name or name,
                                        special_tokens=special_tokens, metadata={"source": "tiktoken", "encoding": name})
+
+
+#: SHA-256 of the published ``.tiktoken`` files, to recognise an intact copy in tiktoken's cache.
+_PUBLISHED_SHA256 = {
+    "r50k_base": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+    "p50k_base": "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+_PUBLISHED_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+
+
+def _tiktoken_cache_dir() -> str:
+    """Where tiktoken keeps the files it downloaded: $TIKTOKEN_CACHE_DIR, $DATA_GYM_CACHE_DIR,
+    else data-gym-cache in the temporary directory."""
+    import tempfile
+
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return os.environ[var]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _in_tiktoken_cache(stem: str) -> Path | None:
+    """The copy of ``<stem>.tiktoken`` that tiktoken downloaded (named by the SHA-1 of its URL),
+    if there is one and its SHA-256 is the published file's; else None."""
+    import hashlib
+
+    directory = _tiktoken_cache_dir()
+    if stem not in _PUBLISHED_SHA256 or not directory:
+        return None
+    path = Path(directory) / hashlib.sha1(_PUBLISHED_URL.format(stem).encode()).hexdigest()
+    try:
+        intact = hashlib.sha256(path.read_bytes()).hexdigest() == _PUBLISHED_SHA256[stem]
+    except OSError:
+        return None
+    return path if intact else None
 
 
 def _read_sidecar(path: Path) -> dict:
