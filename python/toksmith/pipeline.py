@@ -120,7 +120,7 @@ def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
 
 
 class Pipeline(RustBacked):
-    _RUST_FIELDS = ("fast",)
+    _RUST_FIELDS = ("fast", "_cuts")
 
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
@@ -155,6 +155,47 @@ class Pipeline(RustBacked):
         from .fast_path import byte_level_fast_path
 
         self.fast = byte_level_fast_path(self.pre_tokenizer, self.model)
+        # Per set of allowed special tokens: the Rust cutter of `_cuts_for`, or None.
+        self._cuts: dict[frozenset[str], object] = {}
+
+    def _cuts_for(self, allowed_special: frozenset[str]):
+        """A `_core.Cuts` that lets the Rust BPE model run this whole pipeline but the template
+        in one call (added tokens cut out, the normalizer's replacement, the model), where the
+        stages between the added tokens are simple enough; None otherwise. Gemma 3's text goes
+        through Python once per piece otherwise: its added tokens include `\n` and space runs."""
+        if allowed_special in self._cuts:
+            return self._cuts[allowed_special]
+        self._cuts[allowed_special] = cuts = self._make_cuts(allowed_special)
+        return cuts
+
+    def _make_cuts(self, allowed_special: frozenset[str]):
+        from . import normalizers as norm
+        from . import pre_tokenizers as pre
+        from .formats.hf import HFBPE
+        from .models import BPE
+
+        model, n, p = self.model, self.normalizer, self.pre_tokenizer
+        # The model: BPE whose Rust encoding of a piece is what encode_words gives (HFBPE drops
+        # characters outside the vocabulary in Python when it has neither <unk> nor byte fallback).
+        if self.fast is not None or type(model) not in (BPE, HFBPE) or (
+                type(model) is HFBPE and model.options["unk_token"] is None and not model.options["byte_fallback"]):
+            return None
+        raw = self._matcher(False, allowed_special).tokens
+        if self._matcher(True, allowed_special).tokens or not all(raw) or any(
+                t.lstrip or t.rstrip or t.single_word for t in raw.values()):
+            return None
+        # The normalizer: none, or one literal replacement (done in Rust, as str.replace does).
+        replace = None
+        if n is not None:
+            if type(n) is not norm.Replace or n.is_regex or not n.pattern:
+                return None
+            replace = (n.pattern, n.content)
+        # The pre-tokenizer: none, or a split on one character that the replacement removed
+        # (Gemma 3: " " became "▁"), which then keeps every piece whole.
+        if p is not None and not (type(p) is pre.Split and not p.is_regex and not p.invert and replace is not None
+                                  and len(p.pattern) == 1 and p.pattern == replace[0] and p.pattern not in replace[1]):
+            return None
+        return _core.Cuts([(c, t.id) for c, t in raw.items()], replace)
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -163,8 +204,15 @@ class Pipeline(RustBacked):
     # ------------------------------------------------------------------ encoding
 
     def encode(self, text: str, *, allowed_special: frozenset[str] = frozenset(), add_special_tokens: bool = True) -> list[int]:
-        ids: list[int] = []
-        for piece, is_first, token in self._pieces(text, frozenset(allowed_special)):
+        allowed_special = frozenset(allowed_special)
+        cuts = self._cuts_for(allowed_special)
+        if cuts is not None:
+            ids = self.model._core.encode_cut(text, cuts)
+            if add_special_tokens and self.post_processor is not None:
+                ids = self.post_processor.process(ids)
+            return ids
+        ids = []
+        for piece, is_first, token in self._pieces(text, allowed_special):
             if token is not None:
                 ids.append(token.id)
             else:
@@ -184,6 +232,12 @@ class Pipeline(RustBacked):
         texts are encoded in one parallel Rust call; the rest (added tokens, templates) is cheap.
         Likewise, after the Python normalizer and pre-tokenizer, the words of all texts for a model
         that encodes batches (BPE cut into words); other models encode one text at a time."""
+        cuts = self._cuts_for(frozenset(allowed_special))
+        if cuts is not None:
+            encoded = self.model._core.encode_batch(texts, [], num_threads, cuts)
+            if add_special_tokens and self.post_processor is not None:
+                encoded = [self.post_processor.process(ids) for ids in encoded]
+            return encoded
         model_batch = getattr(self.model, "encode_words_batch", None)
         if self.fast is None and model_batch is None:
             return [self.encode(t, allowed_special=allowed_special, add_special_tokens=add_special_tokens) for t in texts]

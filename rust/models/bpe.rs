@@ -4,7 +4,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::models::char_start::{utf8_len, CharStart, CharTables, CharTokens, AS_BYTES, ONE_TOKEN, TABLE_CHARS};
 use crate::pretokenize::Pretokenizer;
-use crate::special::{Piece, SpecialTokens};
+use crate::special::{Cuts, Piece, SpecialTokens};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -1496,6 +1496,18 @@ impl BpeModel {
     /// `encode_ordinary`, appending to `out`.
     pub fn encode_ordinary_into(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         self.encode_text(text, out)
+    }
+
+    /// `text` cut by `cuts`: the ids of its matches, and between them the ids of the pieces
+    /// (replaced as `cuts` says) as `encode_ordinary` gives them; appended to `out`.
+    pub fn encode_cut_into(&self, text: &str, cuts: &Cuts, out: &mut Vec<u32>) -> Result<()> {
+        cuts.for_each_piece(text, |piece| match piece {
+            Piece::Text(t) => self.encode_text(t, out),
+            Piece::Special(id) => {
+                out.push(id);
+                Ok(())
+            }
+        })
     }
 
     fn encode_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {

@@ -7,7 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
-use crate::special::{LiteralMatcher, SpecialTokens};
+use crate::special::{Cuts, LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
 use crate::train::counts::{read_tsv, write_tsv, SpillingCounts};
 use crate::train::read::{read_block_into, split_safe};
@@ -249,6 +249,20 @@ impl PyBpeModel {
         self.to_list(py, &ids)
     }
 
+    /// `text` cut at the strings of `cuts` (each gives its id), the pieces between them
+    /// replaced as `cuts` says and encoded as `encode_ordinary` does, in one call.
+    fn encode_cut<'py>(&self, py: Python<'py>, text: &str, cuts: PyRef<'py, PyCuts>) -> PyResult<Bound<'py, PyList>> {
+        let cuts = &cuts.inner;
+        let ids = py.allow_threads(|| {
+            guard(|| {
+                let mut ids = Vec::new();
+                self.inner.encode_cut_into(text, cuts, &mut ids)?;
+                Ok(ids)
+            })
+        })?;
+        self.to_list(py, &ids)
+    }
+
     fn encode<'py>(&self, py: Python<'py>, text: &str, allowed: Vec<u32>) -> PyResult<Bound<'py, PyList>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
         let ids = if allowed.is_empty() {
@@ -286,13 +300,15 @@ impl PyBpeModel {
         })
     }
 
-    #[pyo3(signature = (texts, allowed, num_threads=None))]
     /// Encodes `texts` on `num_threads` threads: this one and `num_threads - 1` of a pool.
     /// Only this thread may make Python lists (it needs the GIL for that), so it makes them for
     /// every text, as results arrive, between encoding texts of its own with the GIL released.
     /// List building thus overlaps the encoding, and no more threads run than asked for.
-    fn encode_batch<'py>(&self, py: Python<'py>, texts: Vec<PyBackedStr>, allowed: Vec<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
+    /// With `cuts`, each text is encoded as `encode_cut` does (`allowed` is then not used).
+    #[pyo3(signature = (texts, allowed, num_threads=None, cuts=None))]
+    fn encode_batch<'py>(&self, py: Python<'py>, texts: Vec<PyBackedStr>, allowed: Vec<u32>, num_threads: Option<usize>, cuts: Option<PyRef<'py, PyCuts>>) -> PyResult<Vec<Bound<'py, PyList>>> {
         let allowed: FxHashSet<u32> = allowed.into_iter().collect();
+        let cuts: Option<&Cuts> = cuts.as_ref().map(|c| &c.inner);
         // Texts go in groups, each group's ids in one buffer: one message and one allocation
         // per group, not per text. Result: (first text, its ids and the end of each text's).
         // The ids a helper encoded are turned into the int objects the lists hold by that
@@ -325,7 +341,9 @@ impl PyBpeModel {
             let mut ends = Vec::with_capacity(chunk.len());
             let result = catch_unwind(AssertUnwindSafe(|| {
                 for t in chunk {
-                    if allowed.is_empty() {
+                    if let Some(cuts) = cuts {
+                        self.inner.encode_cut_into(t, cuts, &mut ids)?;
+                    } else if allowed.is_empty() {
                         self.inner.encode_ordinary_into(t, &mut ids)?;
                     } else {
                         self.inner.encode_until(t, |id| allowed.contains(&id), usize::MAX, &mut ids)?;
@@ -891,6 +909,22 @@ impl PyLiteralMatcher {
     }
 }
 
+/// Literal strings cut out of a text as ids of their own, and a replacement made between them
+/// (see `Cuts`), for `BpeModel.encode_cut` and `encode_batch`.
+#[pyclass(name = "Cuts", module = "toksmith._core", frozen)]
+struct PyCuts {
+    inner: Cuts,
+}
+
+#[pymethods]
+impl PyCuts {
+    #[new]
+    #[pyo3(signature = (strings, replace=None))]
+    fn new(strings: Vec<(String, u32)>, replace: Option<(String, String)>) -> PyResult<Self> {
+        guard(|| Cuts::new(strings, replace)).map(|inner| PyCuts { inner })
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
@@ -898,6 +932,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWordPieceModel>()?;
     m.add_class::<PyUnigramModel>()?;
     m.add_class::<PyLiteralMatcher>()?;
+    m.add_class::<PyCuts>()?;
     subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;
