@@ -43,8 +43,9 @@ pub struct Pretokenizer {
 enum Engine {
     /// A named pattern, recognised by its exact regex string.
     Scanner(Scanner),
-    /// `SPACE_WORDS_PATTERN`.
-    SpaceWords,
+    /// `SPACE_WORDS_PATTERN`, or its form that keeps a run of "▁" with the word before it after
+    /// these characters (see `space_words_joined`).
+    SpaceWords(Vec<char>),
     Regex(Regex),
 }
 
@@ -54,14 +55,35 @@ enum Engine {
 /// the regex engine (its forward and backward passes took a fifth of Mistral 7B's encoding).
 pub const SPACE_WORDS_PATTERN: &str = "▁*[^▁]+|▁+";
 
-/// `SPACE_WORDS_PATTERN`'s chunks of `text`.
-fn for_each_space_word<'t, S: ChunkSink<'t>>(text: &'t str, sink: &mut S) {
+/// The characters `c` of `▁*(?:[c...]▁*|[^▁c...])+|▁+`, with each `c` written `\UXXXXXXXX`,
+/// the form `word_split_pattern` gives when some token holds `c▁` (Gemma 3: `>▁</`): a run of
+/// "▁" after such a character stays in the word before it. None for any other pattern.
+fn space_words_joined(pattern: &str) -> Option<Vec<char>> {
+    let rest = pattern.strip_prefix("▁*(?:[")?.strip_suffix("])+|▁+")?;
+    let (first, second) = rest.split_once("]▁*|[^▁")?;
+    if first != second || first.is_empty() || first.len() % 10 != 0 {
+        return None;
+    }
+    (0..first.len() / 10)
+        .map(|k| {
+            let escape = first.get(10 * k..10 * k + 10)?;
+            let hex = escape.strip_prefix("\\U")?;
+            char::from_u32(u32::from_str_radix(hex, 16).ok()?).filter(|&c| c != '▁')
+        })
+        .collect()
+}
+
+/// `SPACE_WORDS_PATTERN`'s chunks of `text`, where a "▁" after one of `joined` does not start
+/// a chunk either.
+fn for_each_space_word<'t, S: ChunkSink<'t>>(text: &'t str, joined: &[char], sink: &mut S) {
     const SPACE: &[u8] = "▁".as_bytes();
     let bytes = text.as_bytes();
     let mut start = 0;
     for at in memchr::memmem::find_iter(bytes, SPACE) {
         // UTF-8 synchronises: the 3 bytes before `at` are "▁" only if the character before is.
-        if at > start && (at < SPACE.len() || bytes[at - SPACE.len()..at] != *SPACE) {
+        if at > start && (at < SPACE.len() || bytes[at - SPACE.len()..at] != *SPACE)
+            && (joined.is_empty() || !text[..at].chars().next_back().is_some_and(|c| joined.contains(&c)))
+        {
             sink.chunk(&text[start..at]);
             start = at;
         }
@@ -88,8 +110,12 @@ impl Pretokenizer {
     pub fn new(pattern: &str) -> Result<Self> {
         match scanner_for(pattern) {
             Some(kind) => Ok(Pretokenizer { engine: Engine::Scanner(Scanner::new(kind)), pattern: pattern.to_string() }),
-            None if pattern == SPACE_WORDS_PATTERN => Ok(Pretokenizer { engine: Engine::SpaceWords, pattern: pattern.to_string() }),
-            None => Self::with_regex(pattern),
+            None if pattern == SPACE_WORDS_PATTERN => Ok(Pretokenizer { engine: Engine::SpaceWords(Vec::new()), pattern: pattern.to_string() }),
+            None => match space_words_joined(pattern) {
+                // Compiled too, so that a pattern the regex engine refuses is still refused.
+                Some(joined) => Self::with_regex(pattern).map(|p| Pretokenizer { engine: Engine::SpaceWords(joined), ..p }),
+                None => Self::with_regex(pattern),
+            },
         }
     }
 
@@ -126,8 +152,8 @@ impl Pretokenizer {
                 scanner.for_each_chunk(text, sink);
                 return Ok(());
             }
-            Engine::SpaceWords => {
-                for_each_space_word(text, &mut sink);
+            Engine::SpaceWords(joined) => {
+                for_each_space_word(text, joined, &mut sink);
                 return Ok(());
             }
             Engine::Regex(regex) => regex,
@@ -249,7 +275,7 @@ mod tests {
     fn space_words_are_the_regex_chunks() {
         let by_hand = Pretokenizer::new(SPACE_WORDS_PATTERN).unwrap();
         let regex = Pretokenizer::with_regex(SPACE_WORDS_PATTERN).unwrap();
-        assert!(matches!(by_hand.engine, Engine::SpaceWords));
+        assert!(matches!(by_hand.engine, Engine::SpaceWords(_)));
         let alphabet = ["▁", "a", "é", "字", "\n", " ", "😀", "\u{2580}", "\u{2582}"];
         let mut next = crate::lcg(7);
         for n in 0..2000 {
@@ -258,6 +284,27 @@ mod tests {
             assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
         }
         assert_eq!(by_hand.split("▁▁a▁b▁▁").unwrap(), ["▁▁a", "▁b", "▁▁"]);
+    }
+
+    #[test]
+    fn joined_space_words_are_the_regex_chunks() {
+        // As models.word_split_pattern writes it for tokens holding ">▁", "字▁" and "😀▁".
+        let pattern = r"▁*(?:[\U0000003E\U00005B57\U0001F600]▁*|[^▁\U0000003E\U00005B57\U0001F600])+|▁+";
+        let by_hand = Pretokenizer::new(pattern).unwrap();
+        let regex = Pretokenizer::with_regex(pattern).unwrap();
+        assert!(matches!(&by_hand.engine, Engine::SpaceWords(joined) if joined == &['>', '字', '😀']));
+        let alphabet = ["▁", "a", ">", "é", "字", "\n", " ", "😀", "\u{2580}", "<"];
+        let mut next = crate::lcg(11);
+        for n in 0..4000 {
+            let len = (n % 14) as u64;
+            let text: String = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+            assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
+        }
+        assert_eq!(by_hand.split("a>▁▁</b▁c▁").unwrap(), ["a>▁▁</b", "▁c", "▁"]);
+        // Other patterns of the same shape are not taken for it.
+        for other in [r"▁*(?:[\U0000003E]▁*|[^▁\U0000003F])+|▁+", r"▁*(?:[\U00002581]▁*|[^▁\U00002581])+|▁+", r"▁*(?:[>]▁*|[^▁>])+|▁+"] {
+            assert!(matches!(Pretokenizer::new(other).unwrap().engine, Engine::Regex(_)), "{other}");
+        }
     }
 
     #[test]
