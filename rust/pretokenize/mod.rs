@@ -271,18 +271,22 @@ mod tests {
         assert_eq!(p.split("HelloWorld").unwrap(), vec!["Hello", "World"]);
     }
 
+    /// `by_hand` cuts `n` random texts (up to 13 characters of `alphabet`) as its pattern does on
+    /// the regex engine.
+    fn same_chunks_as_regex(by_hand: &Pretokenizer, alphabet: &[&str], seed: u64, n: u64) {
+        let regex = Pretokenizer::with_regex(by_hand.pattern()).unwrap();
+        let mut next = crate::lcg(seed);
+        for k in 0..n {
+            let text: String = (0..k % 14).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+            assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
+        }
+    }
+
     #[test]
     fn space_words_are_the_regex_chunks() {
         let by_hand = Pretokenizer::new(SPACE_WORDS_PATTERN).unwrap();
-        let regex = Pretokenizer::with_regex(SPACE_WORDS_PATTERN).unwrap();
         assert!(matches!(by_hand.engine, Engine::SpaceWords(_)));
-        let alphabet = ["▁", "a", "é", "字", "\n", " ", "😀", "\u{2580}", "\u{2582}"];
-        let mut next = crate::lcg(7);
-        for n in 0..2000 {
-            let len = (n % 12) as u64;
-            let text: String = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
-            assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
-        }
+        same_chunks_as_regex(&by_hand, &["▁", "a", "é", "字", "\n", " ", "😀", "\u{2580}", "\u{2582}"], 7, 2000);
         assert_eq!(by_hand.split("▁▁a▁b▁▁").unwrap(), ["▁▁a", "▁b", "▁▁"]);
     }
 
@@ -291,15 +295,8 @@ mod tests {
         // As models.word_split_pattern writes it for tokens holding ">▁", "字▁" and "😀▁".
         let pattern = r"▁*(?:[\U0000003E\U00005B57\U0001F600]▁*|[^▁\U0000003E\U00005B57\U0001F600])+|▁+";
         let by_hand = Pretokenizer::new(pattern).unwrap();
-        let regex = Pretokenizer::with_regex(pattern).unwrap();
         assert!(matches!(&by_hand.engine, Engine::SpaceWords(joined) if joined == &['>', '字', '😀']));
-        let alphabet = ["▁", "a", ">", "é", "字", "\n", " ", "😀", "\u{2580}", "<"];
-        let mut next = crate::lcg(11);
-        for n in 0..4000 {
-            let len = (n % 14) as u64;
-            let text: String = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
-            assert_eq!(by_hand.split(&text).unwrap(), regex.split(&text).unwrap(), "{text:?}");
-        }
+        same_chunks_as_regex(&by_hand, &["▁", "a", ">", "é", "字", "\n", " ", "😀", "\u{2580}", "<"], 11, 4000);
         assert_eq!(by_hand.split("a>▁▁</b▁c▁").unwrap(), ["a>▁▁</b", "▁c", "▁"]);
         // Other patterns of the same shape are not taken for it.
         for other in [r"▁*(?:[\U0000003E]▁*|[^▁\U0000003F])+|▁+", r"▁*(?:[\U00002581]▁*|[^▁\U00002581])+|▁+", r"▁*(?:[>]▁*|[^▁>])+|▁+"] {
