@@ -1,6 +1,6 @@
 """Encoding throughput of loaded tokenizers against their own libraries.
 
-- Llama 3, Qwen 3 and Gemma 3 ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs
+- Llama 3, Qwen 3, Gemma 3 and BERT (uncased) ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs
   Hugging Face ``tokenizers``;
 - SentencePiece models (../shared/data/tokenizers/sentencepiece): toksmith vs ``sentencepiece``.
 
@@ -72,6 +72,7 @@ def main() -> None:
         ("llama3 tokenizer.json", DATA / "tokenizers/hf/llama3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("qwen3 tokenizer.json", DATA / "tokenizers/hf/qwen3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("gemma3 tokenizer.json", DATA / "tokenizers/hf/gemma3/tokenizer.json.xz", hf_peer, "tokenizers"),
+        ("bert-base-uncased tokenizer.json", DATA / "tokenizers/hf/bert-base-uncased/tokenizer.json", hf_peer, "tokenizers"),
         ("mistral-7b .model", DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model", sp_peer, "sentencepiece"),
     ]
     rows = []

@@ -20,6 +20,7 @@ from collections.abc import Sequence as Seq
 
 import regex
 
+from ._char_table import CharTable
 from .errors import FormatError
 from .pre_tokenizers import WHITESPACE, _class_body, compile_onig, find_spans, to_byte_level
 
@@ -237,6 +238,22 @@ class StripAccents(Normalizer):
         return {"type": "StripAccents"}
 
 
+@functools.cache
+def _bert_table(clean_text: bool, handle_chinese_chars: bool) -> CharTable:
+    """BertNormalizer's first two steps per character: with ``clean_text`` control characters
+    dropped and whitespace made a space, with ``handle_chinese_chars`` spaces around CJK ideographs."""
+
+    def rule(cp: int) -> str:
+        c = chr(cp)
+        if clean_text and _BERT_REMOVED_RE.match(c):
+            return ""
+        if clean_text and _BERT_SPACE_RE.match(c):
+            return " "
+        return f" {c} " if handle_chinese_chars and _CHINESE_RE.match(c) else c
+
+    return CharTable(rule)
+
+
 class BertNormalizer(Normalizer):
     """BERT's normalizer: drop control characters and map whitespace to spaces, put spaces
     around CJK ideographs, strip accents (by default when lowercasing), lowercase."""
@@ -249,18 +266,17 @@ class BertNormalizer(Normalizer):
         self.lowercase = lowercase
 
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:
-        keeps = True
-        if self.clean_text:
-            keeps = not _BERT_REMOVED_RE.match(text)
-            text = _BERT_SPACE_RE.sub(" ", _BERT_REMOVED_RE.sub("", text))
-        if self.handle_chinese_chars:
-            text = _CHINESE_RE.sub(r" \1 ", text)
-        if self.strip_accents if self.strip_accents is not None else self.lowercase:
+        keeps = not (self.clean_text and _BERT_REMOVED_RE.match(text))
+        if self.clean_text or self.handle_chinese_chars:
+            # Both steps one character at a time, so one translate (four regex passes cost half
+            # of BERT's encoding time on plain text).
+            text = text.translate(_bert_table(self.clean_text, self.handle_chinese_chars))
+        if (self.strip_accents if self.strip_accents is not None else self.lowercase) and not text.isascii():
             text = unicode_normalize("NFD", text)
             keeps = keeps and not _BERT_MARKS_RE.match(text)
             text = _BERT_MARKS_RE.sub("", text)
         if self.lowercase:
-            text = lowercase(text)
+            text = text.lower() if text.isascii() else lowercase(text)
         return text, keeps
 
     def normalize(self, text: str) -> str:

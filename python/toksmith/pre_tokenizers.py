@@ -645,8 +645,21 @@ class BertPreTokenizer(PreTokenizer):
     def __init__(self) -> None:
         self._whitespace, self._punctuation = WhitespaceSplit(), Punctuation("isolated")
 
+    # Both splits as one regex: a run of characters that are neither whitespace nor punctuation,
+    # or one punctuation character (whitespace dropped). Splitting in two passes went through
+    # Python once per word (four fifths of BERT's encoding time); `re` runs this class 4x faster
+    # than `regex` (the same code points: no property or case rule in it).
+    _words = re.compile(f"[^{WHITESPACE.pattern[1:-1]}{_HF_PUNCTUATION}]+|[{_HF_PUNCTUATION}]")
+
     def split(self, pieces: Pieces) -> Pieces:
-        return self._punctuation.split(self._whitespace.split(pieces))
+        out: Pieces = []
+        for text, at_origin in pieces:
+            words = self._words.findall(text)
+            if words:
+                # Only the first word can start the piece: where it does not start with whitespace.
+                out.append((words[0], at_origin and not WHITESPACE.match(text)))
+                out += [(w, False) for w in words[1:]]
+        return out
 
     def to_hf(self) -> dict:
         return {"type": "BertPreTokenizer"}

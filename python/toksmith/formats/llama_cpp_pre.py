@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .._char_table import TABLE_LIMIT, CharTable
 from ..errors import FormatError
 
 # Character categories as llama.cpp flags them (one general category each, plus whitespace).
@@ -43,9 +44,6 @@ _UNICODE_15 = (
 )
 
 _flag_cache: dict[str, int] = {}
-# The caches of characters seen stop growing here (a text of every code point would keep
-# hundreds of MB): characters past it are looked up each time.
-_TABLE_LIMIT = 1 << 16
 
 
 def flags(char: str) -> int:
@@ -60,7 +58,7 @@ def flags(char: str) -> int:
             f = _BY_CATEGORY[cat[0]]
         if ord(char) in _WHITESPACE:
             f |= WHITESPACE
-        if len(_flag_cache) < _TABLE_LIMIT:
+        if len(_flag_cache) < TABLE_LIMIT:  # (see CharTable)
             _flag_cache[char] = f
     return f
 
@@ -267,21 +265,6 @@ _CLASSES = {"N": NUMBER, "L": LETTER, "P": PUNCTUATION, "M": MARK, "S": SYMBOL,
             "Lu": LETTER, "Ll": LETTER, "Lt": LETTER, "Lm": LETTER, "Lo": LETTER}
 
 
-class _CharTable(dict):
-    """A str.translate table filled as characters are met, by ``rule(code point) -> str``, up to
-    ``_TABLE_LIMIT`` entries."""
-
-    def __init__(self, rule: Callable[[int], str]) -> None:
-        super().__init__()
-        self.rule = rule
-
-    def __missing__(self, cp: int) -> str:
-        value = self.rule(cp)
-        if len(self) < _TABLE_LIMIT:  # (text of every code point must not keep them all)
-            self[cp] = value
-        return value
-
-
 def _collapsed_char(cp: int) -> str:
     """ASCII stays, other whitespace -> \\v, other characters -> the code of their category
     (\\xd0 for categories no regex names)."""
@@ -291,7 +274,7 @@ def _collapsed_char(cp: int) -> str:
     return "\x0b" if f & WHITESPACE else _CODES.get(f & 0xFF, "\xd0")
 
 
-_COLLAPSE = _CharTable(_collapsed_char)
+_COLLAPSE = CharTable(_collapsed_char)
 
 
 def _collapse(text: str) -> str:
@@ -306,7 +289,7 @@ def _spaces_to_vt(text: str) -> str:
     return text.translate(_SPACES_TO_VT)
 
 
-_SPACES_TO_VT = _CharTable(lambda cp: "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp))
+_SPACES_TO_VT = CharTable(lambda cp: "\x0b" if cp > 0x7F and flags(chr(cp)) & WHITESPACE else chr(cp))
 
 
 _compiled: dict[str, tuple[re.Pattern[str], bool]] = {}
