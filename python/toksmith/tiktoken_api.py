@@ -43,6 +43,20 @@ _PREFIX_TO_ENCODING = sorted(((p, enc) for enc, ps in _MODEL_PREFIXES.items() fo
                              key=lambda pe: -len(pe[0]))
 
 
+def name_of_file(path) -> str:
+    """A short name for a tokenizer file: its stem, or its folder's name for a generic file
+    name (``hf/llama3/tokenizer.json`` -> ``llama3``)."""
+    import os
+
+    path = os.fspath(path).rstrip("/\\")
+    base = os.path.basename(path)
+    if base in ("tokenizer.json", "tokenizer.json.xz", "vocab.json", "merges.txt", "vocab.txt"):
+        return os.path.basename(os.path.dirname(path)) or base
+    for suffix in (".xz", ".json", ".model", ".gguf", ".tiktoken"):
+        base = base.removesuffix(suffix)
+    return base
+
+
 def encoding_name_for_model(model_name: str) -> str:
     """The name of the encoding an OpenAI model uses (``"gpt-4o"`` -> ``"o200k_base"``)."""
     if not isinstance(model_name, str):
@@ -85,16 +99,14 @@ class TiktokenMethods:
 
     @property
     def name(self) -> str:
-        """The encoding's name (tiktoken encodings), else the tokenizer's source or ``"toksmith"``."""
-        from pathlib import Path
-
+        """The encoding's name (tiktoken encodings), else the name the file gives (a GGUF's
+        general name, a tokenizer.json's folder), else ``"toksmith"``."""
         meta = self.metadata
         for key in ("encoding", "name"):
             if isinstance(meta.get(key), str) and meta[key]:
                 return meta[key]
-        source = meta.get("source")
-        if isinstance(source, str) and source not in ("", "tiktoken"):
-            return Path(source).name
+        if isinstance(meta.get("path"), str) and meta["path"]:
+            return name_of_file(meta["path"])
         return "toksmith"
 
     @property
@@ -120,10 +132,11 @@ class TiktokenMethods:
         return set(self.special_tokens)
 
     def is_special_token(self, token: int) -> bool:
-        """Whether ``token`` is the id of a special token."""
-        if not isinstance(token, int) or isinstance(token, bool):
-            raise DecodeError(f"a token id is an int, not {type(token).__name__}")
-        return token in self._special_ids()
+        """Whether ``token`` is the id of a special token (False for anything else, as tiktoken)."""
+        try:
+            return token in self._special_ids()
+        except TypeError:  # unhashable
+            return False
 
     def _special_ids(self) -> frozenset[int]:
         specials = self.special_tokens
@@ -152,18 +165,31 @@ class TiktokenMethods:
         raise UnknownTokenError(f"{text_or_bytes!r} is not a single token of this vocabulary; "
                                 f"encode() gives the tokens of any text")
 
-    def _ids_by_bytes(self) -> dict[bytes, int]:
-        """bytes -> lowest id, for tokenizers run by a pipeline (made on first use)."""
-        table = self.__dict__.get("_ids_by_bytes_cache")
+    def _ordinary_token_bytes(self) -> dict[int, bytes]:
+        """id -> bytes of every ordinary token, for tokenizers run by a pipeline (made on first use)."""
+        table = self.__dict__.get("_ordinary_bytes_cache")
         if table is None:
-            specials = self._special_ids()
-            table = {}
+            specials, table = self._special_ids(), {}
             for i in range(self.vocab_size):
                 if i not in specials:
                     try:
-                        table.setdefault(self.token_bytes(i), i)
+                        table[i] = self.token_bytes(i)
                     except DecodeError:  # an unused id
                         pass
+            self._ordinary_bytes_cache = table
+        return table
+
+    def _ids_by_bytes(self) -> dict[bytes, int]:
+        """bytes -> id for tokenizers run by a pipeline: where several tokens have the same
+        bytes (SentencePiece's byte-fallback pieces ``<0x41>`` and ``A``), the one that is not a
+        byte-fallback piece, else the lowest id."""
+        table = self.__dict__.get("_ids_by_bytes_cache")
+        if table is None:
+            table = {}
+            for i, data in self._ordinary_token_bytes().items():  # in id order
+                held = table.get(data)
+                if held is None or (_is_byte_piece(self.id_to_token(held)) and not _is_byte_piece(self.id_to_token(i))):
+                    table[data] = i
             self._ids_by_bytes_cache = table
         return table
 
@@ -186,9 +212,10 @@ class TiktokenMethods:
         holding one of the token's bytes (as tiktoken). Raises :class:`DecodeError` when the
         bytes are not valid UTF-8, or when the tokenizer's decoder does not simply join its
         tokens' bytes (BERT, SentencePiece: no offsets into its text then)."""
+        tokens = list(tokens)
         pieces = self.decode_tokens_bytes(tokens)
         data = b"".join(pieces)
-        if self._pipeline is not None and self.decode_bytes(list(tokens)) != data:
+        if self._pipeline is not None and self.decode_bytes(tokens) != data:
             raise DecodeError("decode_with_offsets needs a tokenizer whose text is its tokens' bytes joined "
                               "(tiktoken, toksmith BPE, byte-level tokenizer.json); this one's decoder rewrites them")
         try:
@@ -229,4 +256,9 @@ class TiktokenMethods:
         """The bytes of every ordinary (not special) token, sorted."""
         if self._model is not None:
             return sorted(self._tokens.values())
-        return sorted(self._ids_by_bytes())
+        return sorted(self._ordinary_token_bytes().values())
+
+
+def _is_byte_piece(name: str | None) -> bool:
+    """A SentencePiece byte-fallback piece name, ``<0x41>``."""
+    return name is not None and len(name) == 6 and name.startswith("<0x") and name.endswith(">")

@@ -9,6 +9,7 @@
 //! SentencePiece loader asks for it.
 
 use crate::error::{Error, ErrorKind, Result};
+use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::FxHashMap;
 
 /// Penalty of the unknown token relative to the lowest piece score (SentencePiece's kUnkPenalty).
@@ -24,6 +25,18 @@ pub struct UnigramModel {
     fuse_unk: bool,
     max_piece_bytes: usize,
     float32_scores: bool,
+    /// Finds every occurrence of every piece in a text in one pass: the edges of the lattice
+    /// (made on first use). Looking each span up in `pieces` hashed it at every start for
+    /// every length up to the longest piece: sentencepiece was 5x faster.
+    edges: std::sync::OnceLock<Option<Edges>>,
+}
+
+/// The pieces that may enter the lattice (finite score), found all at once.
+#[derive(Debug, Clone)]
+struct Edges {
+    matcher: AhoCorasick,
+    /// (id, score) by the matcher's pattern index.
+    pieces: Vec<(u32, f64)>,
 }
 
 impl UnigramModel {
@@ -46,7 +59,7 @@ impl UnigramModel {
             None
         };
         let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
-        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false })
+        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default() })
     }
 
     /// SentencePiece's arithmetic: path scores are f32, each step an f32 addition.
@@ -69,11 +82,60 @@ impl UnigramModel {
         }
     }
 
+    fn edges(&self) -> Option<&Edges> {
+        self.edges
+            .get_or_init(|| {
+                let (strings, pieces): (Vec<&str>, Vec<(u32, f64)>) =
+                    self.pieces.iter().filter(|(s, p)| p.1.is_finite() && !s.is_empty()).map(|(s, &p)| (s.as_str(), p)).unzip();
+                // None (then the lookups below) if the automaton cannot be built.
+                AhoCorasick::builder().match_kind(MatchKind::Standard).build(&strings).ok().map(|matcher| Edges { matcher, pieces })
+            })
+            .as_ref()
+    }
+
     /// Appends the best segmentation of `text`.
     pub fn encode_word(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         if text.is_empty() {
             return Ok(());
         }
+        let Some(edges) = self.edges() else { return self.encode_word_by_lookup(text, out) };
+        let n = text.len();
+        // best[i]: (score, start of the last piece, its id or None for unknown) of text[..i].
+        let mut best: Vec<(f64, usize, Option<u32>)> = vec![(f64::NEG_INFINITY, 0, None); n + 1];
+        best[0].0 = 0.0;
+        // Edges into a position may arrive in any order: the higher score wins, and of two
+        // equal ones the earlier start, which is what trying starts in order and keeping the
+        // first of equal scores gives (SentencePiece's lattice).
+        let relax = |best: &mut Vec<(f64, usize, Option<u32>)>, start: usize, end: usize, score: f64, id: Option<u32>| {
+            let s = self.add(best[start].0, score);
+            let (current, current_start, _) = best[end];
+            if s > current || (s == current && start < current_start) {
+                best[end] = (s, start, id);
+            }
+        };
+        // The matches come in order of their end (the automaton reports each as it passes its
+        // end); each is a span between character boundaries, as pieces are whole characters.
+        let mut matches = edges.matcher.find_overlapping_iter(text).peekable();
+        for (start, c) in text.char_indices() {
+            let end = start + c.len_utf8();
+            let mut matched_single = false;
+            while let Some(m) = matches.next_if(|m| m.end() <= end) {
+                debug_assert_eq!(m.end(), end, "matches must come in order of their end");
+                let (id, score) = edges.pieces[m.pattern().as_usize()];
+                relax(&mut best, m.start(), end, score, Some(id));
+                matched_single |= m.start() == start;
+            }
+            if !matched_single {
+                // No piece for this character: the unknown token covers it.
+                relax(&mut best, start, end, self.unk_score, None);
+            }
+        }
+        self.emit(text, &best, out)
+    }
+
+    /// `encode_word` by looking up every span up to the longest piece (where the automaton
+    /// could not be built; and the tests' reference).
+    fn encode_word_by_lookup(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         let n = text.len();
         // best[i]: (score, start of the last piece, its id or None for unknown) of text[..i].
         let mut best: Vec<(f64, usize, Option<u32>)> = vec![(f64::NEG_INFINITY, 0, None); n + 1];
@@ -111,7 +173,12 @@ impl UnigramModel {
                 }
             }
         }
-        // Walk back from the end.
+        self.emit(text, &best, out)
+    }
+
+    /// Walks the best path back from the end and appends its ids.
+    fn emit(&self, text: &str, best: &[(f64, usize, Option<u32>)], out: &mut Vec<u32>) -> Result<()> {
+        let n = text.len();
         let mut path = Vec::new();
         let mut i = n;
         while i > 0 {
@@ -167,6 +234,35 @@ mod tests {
             pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 10 + b, -20.0)));
         }
         UnigramModel::new(pieces, Some(0), byte_fallback, true).unwrap()
+    }
+
+    #[test]
+    fn the_automatons_lattice_is_the_lookups() {
+        // Pieces over a small alphabet, with many equal scores (ties) and f32 rounding.
+        let alphabet = ["a", "b", "é", "字", "▁", "x"];
+        let mut next = crate::lcg(5);
+        for round in 0..40 {
+            let mut pieces: Vec<(String, u32, f64)> = Vec::new();
+            for id in 0..60u32 {
+                let len = 1 + next(4) as usize;
+                let piece: String = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+                if pieces.iter().all(|p| p.0 != piece) && piece != "x" {
+                    pieces.push((piece, id + 1, -((next(6) + 1) as f64) * 0.7));
+                }
+            }
+            let byte_fallback = round % 3 == 0;
+            if byte_fallback {
+                pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 100 + b, f64::NEG_INFINITY)));
+            }
+            let m = UnigramModel::new(pieces, Some(0), byte_fallback, round % 2 == 0).unwrap().with_float32_scores(round % 4 < 2);
+            for k in 0..50 {
+                let text: String = (0..k % 25).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                m.encode_word(&text, &mut fast).unwrap();
+                m.encode_word_by_lookup(&text, &mut slow).unwrap();
+                assert_eq!(fast, slow, "{text:?}");
+            }
+        }
     }
 
     #[test]

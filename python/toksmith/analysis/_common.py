@@ -70,18 +70,16 @@ def named_tokenizers(tokenizers) -> list[tuple[str, object]]:
 
 def display_name(tok, spec=None, index: int = 1) -> str:
     """A short name: the object's ``name``, else the spec's file stem, else ``tokenizer<index>``."""
-    name = getattr(tok, "name", None)
+    from ..tiktoken_api import name_of_file
+    from ..tokenizer import Tokenizer
+
+    # A toksmith tokenizer has tiktoken's `name` too ("toksmith" when nothing names it): here
+    # only a tiktoken encoding's name beats the file's.
+    name = tok.metadata.get("encoding") if isinstance(tok, Tokenizer) else getattr(tok, "name", None)
     if isinstance(name, str) and name:
         return name
     if isinstance(spec, (str, os.PathLike)):
-        path = os.fspath(spec).rstrip("/\\")
-        base = os.path.basename(path)
-        if base in ("tokenizer.json", "tokenizer.json.xz", "vocab.json", "merges.txt", "vocab.txt"):
-            # A generic file name says nothing: the folder names the tokenizer (hf/llama3/...).
-            return os.path.basename(os.path.dirname(path)) or base
-        for suffix in (".xz", ".json", ".model", ".gguf", ".tiktoken"):
-            base = base.removesuffix(suffix)
-        return base
+        return name_of_file(spec)
     metadata = getattr(tok, "metadata", None)
     if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
         return metadata["name"]
