@@ -273,3 +273,21 @@ def test_bpe_is_split_into_words_only_where_no_piece_crosses(tmp_path, split_by_
     lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()[:3000] if line.strip()]
     texts = lines + ["  ".join(lines[k:k + 5]) for k in range(0, 500, 5)]
     assert_none_differ(tok, compare(sp, tok, texts), len(texts))
+
+
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000"])
+def test_normalizer_matches_sentencepiece_on_random_unicode(name):
+    """The precompiled charsmap's scan (a rule starting at a character of its own, or at the
+    first of a composition whose second character follows; astral characters searched apart),
+    against sentencepiece's own normalizer, on texts dense in such characters."""
+    import random
+
+    path = model_path(name)
+    theirs = spm.SentencePieceNormalizer(model_file=str(path))
+    ours = load_sentencepiece(path).pipeline.normalizer
+    pool = list("aA eE\u3000\t") + ["\u0300", "\u0301", "\u0308", "\u3099", "\u1100", "\u1161", "\u11a8", "\uff76",
+                                  "\uff9e", "\U0001d400", "\U0001f600", "\u2460", "\ufb01", "\u00bd", "Å", "ﾞ", "  "]
+    rng = random.Random(4)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 30))) for _ in range(3000)]
+    bad = [t for t in texts if ours.normalize(t) != theirs.normalize(t)]
+    assert not bad, f"{len(bad)} differ, e.g. {bad[0]!r}: {ours.normalize(bad[0])!r} vs {theirs.normalize(bad[0])!r}"
