@@ -179,6 +179,10 @@ class WordPiece(_VocabModel):
     def encode_words(self, words: Iterable[str]) -> list[int]:
         return self._core.encode_words(list(words))
 
+    def encode_words_batch(self, batch: list[list[str]], num_threads: int | None = None) -> list[list[int]]:
+        """``encode_words`` of each list of words, on ``num_threads`` Rust threads at once."""
+        return self._core.encode_words_batch(batch, num_threads)
+
 
 class Unigram(_VocabModel):
     """Unigram LM: Viterbi over piece log probabilities (SentencePiece, Hugging Face ``Unigram``).
@@ -218,6 +222,10 @@ class Unigram(_VocabModel):
 
     def encode_words(self, words: Iterable[str]) -> list[int]:
         return self._core.encode_words(list(words))
+
+    def encode_words_batch(self, batch: list[list[str]], num_threads: int | None = None) -> list[list[int]]:
+        """``encode_words`` of each list of words, on ``num_threads`` Rust threads at once."""
+        return self._core.encode_words_batch(batch, num_threads)
 
 
 def _first_ids(pieces: Sequence[tuple[str, float]]) -> dict[str, int]:

@@ -496,6 +496,23 @@ impl PyWordPieceModel {
     fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
         py.allow_threads(|| guard(|| Ok(self.inner.encode_words(words.iter().map(|w| w.as_str())))))
     }
+
+    /// `encode_words` of each list of words, on `num_threads` threads with the GIL released.
+    #[pyo3(signature = (batch, num_threads=None))]
+    fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
+        words_batch(py, &batch, num_threads, |words| Ok(self.inner.encode_words(words.iter().map(|w| &**w))))
+    }
+}
+
+/// `encode` of each list of words of `batch`, on `num_threads` threads with the GIL released
+/// (the batch of a pipeline whose model is WordPiece or Unigram).
+fn words_batch(
+    py: Python<'_>,
+    batch: &[Vec<PyBackedStr>],
+    num_threads: Option<usize>,
+    encode: impl Fn(&[PyBackedStr]) -> Result<Vec<u32>, Error> + Sync,
+) -> PyResult<Vec<Vec<u32>>> {
+    py.allow_threads(|| guard(|| with_threads(num_threads, ErrorKind::Encode, || batch.par_iter().map(|words| encode(words)).collect())?))
 }
 
 #[pyclass(name = "UnigramModel", module = "toksmith._core", frozen)]
@@ -517,6 +534,12 @@ impl PyUnigramModel {
 
     fn encode_words(&self, py: Python<'_>, words: Vec<String>) -> PyResult<Vec<u32>> {
         py.allow_threads(|| guard(|| self.inner.encode_words(words.iter().map(|w| w.as_str()))))
+    }
+
+    /// `encode_words` of each list of words, on `num_threads` threads with the GIL released.
+    #[pyo3(signature = (batch, num_threads=None))]
+    fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
+        words_batch(py, &batch, num_threads, |words| self.inner.encode_words(words.iter().map(|w| &**w)))
     }
 }
 

@@ -371,6 +371,9 @@ class SentencePieceUnigram(_PieceVocab):
     def encode_words(self, words: Iterable[str]) -> list[int]:
         return self._core.encode_words(words)
 
+    def encode_words_batch(self, batch: list[list[str]], num_threads: int | None = None) -> list[list[int]]:
+        return self._core.encode_words_batch(batch, num_threads)
+
 
 _F32_MIN_POSITIVE = struct.unpack("<f", struct.pack("<I", 0x00800000))[0]  # C's FLT_MIN
 
