@@ -2,7 +2,8 @@
 
 - Llama 3, Qwen 3, Gemma 3 and BERT (uncased) ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs
   Hugging Face ``tokenizers``;
-- SentencePiece models (../shared/data/tokenizers/sentencepiece): toksmith vs ``sentencepiece``.
+- SentencePiece models (../shared/data/tokenizers/sentencepiece: Mistral 7B's BPE, and the small
+  Unigram and BPE models trained on Botchan, whose normalizer is NFKC): toksmith vs ``sentencepiece``.
 
 Text: the same English sample as benchmarks/encode.py (an equal share of each
 corpora/en/*.xz file), cut into documents of about 4 KB at line ends. Before timing, the ids of
@@ -74,6 +75,8 @@ def main() -> None:
         ("gemma3 tokenizer.json", DATA / "tokenizers/hf/gemma3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("bert-base-uncased tokenizer.json", DATA / "tokenizers/hf/bert-base-uncased/tokenizer.json", hf_peer, "tokenizers"),
         ("mistral-7b .model", DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model", sp_peer, "sentencepiece"),
+        ("botchan unigram .model", DATA / "tokenizers/sentencepiece/botchan_en_unigram_1000.model", sp_peer, "sentencepiece"),
+        ("botchan bpe .model", DATA / "tokenizers/sentencepiece/botchan_en_bpe_1000.model", sp_peer, "sentencepiece"),
     ]
     rows = []
     for label, path, make_peer, peer_name in cases:
