@@ -29,6 +29,7 @@ from ..charsmap import PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
 from ..pipeline import AddedToken, Pipeline
+from ..pre_tokenizers import to_byte_level
 from ..tokenizer import Tokenizer
 from . import llama_cpp_pre
 
@@ -366,16 +367,24 @@ class LlamaBPE(_LlamaModel):
             text = text.replace(" ", SPACE)
         words = llama_cpp_pre.split(text, self.regexes)
         if self.byte_encode:
-            words = [bytes_to_token(w.encode("utf-8")) for w in words]
+            words = [to_byte_level(w) for w in words]
+        # Words go to the model together (it encodes each apart): one call per run of them,
+        # not one per word.
+        plain: list[str] = []
         for word in words:
             # Gemma 4: a run of newlines that is a token is that token.
             if self.pre.type == "gemma4" and not word.strip("\n") and word in self.vocab.ids:
+                if plain:
+                    out.extend(self._core.encode_words(plain))
+                    plain = []
                 out.append(self.vocab.ids[word])
             elif self._missing and not self._missing.isdisjoint(word):
                 pieces = "".join("\0" if c in self._missing else c for c in word).split("\0")
-                out.extend(self._core.encode_words([p for p in pieces if p]))
+                plain += [p for p in pieces if p]
             else:
-                out.extend(self._core.encode_words([word]))
+                plain.append(word)
+        if plain:
+            out.extend(self._core.encode_words(plain))
 
 
 class LlamaWPM(_LlamaModel):
