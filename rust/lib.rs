@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod models;
+pub mod normalize;
 pub mod pretokenize;
 pub mod special;
 pub mod train;

@@ -291,3 +291,24 @@ def test_normalizer_matches_sentencepiece_on_random_unicode(name):
     texts = ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 30))) for _ in range(3000)]
     bad = [t for t in texts if ours.normalize(t) != theirs.normalize(t)]
     assert not bad, f"{len(bad)} differ, e.g. {bad[0]!r}: {ours.normalize(bad[0])!r} vs {theirs.normalize(bad[0])!r}"
+
+
+def test_rust_normalizer_is_the_python_one():
+    """The Rust normalizer against the step-by-step Python one, with protected (user-defined)
+    strings and every combination of the whitespace options, on random text dense in rules."""
+    import itertools
+    import random
+
+    from toksmith.formats.sentencepiece import SentencePieceNormalizer
+
+    blob = load_sentencepiece(model_path("botchan_en_unigram_1000")).pipeline.normalizer.charsmap.precompiled
+    pool = list("ab \t\n") + ["\u3000", "A\u0300", "\u0301", "\uff76\uff9e", "\U0001d400", "\ufb01", "  ", "\u2581",
+                             "<u>", "<u", "Å", "\u00bd", "ｶﾀ", "x<u>"]
+    rng = random.Random(6)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randrange(0, 25))) for _ in range(1500)]
+    for flags in itertools.product([False, True], repeat=3):
+        for charsmap in (blob, b""):
+            n = SentencePieceNormalizer(charsmap, add_dummy_prefix=flags[0], remove_extra_whitespaces=flags[1],
+                                        escape_whitespaces=flags[2], user_defined=["<u>", "ｶﾀ", "\u00bd"])
+            bad = [t for t in texts if n.normalize(t) != n.normalize_in_python(t)]
+            assert not bad, f"{flags}: {bad[0]!r}: {n.normalize(bad[0])!r} vs {n.normalize_in_python(bad[0])!r}"

@@ -6,6 +6,7 @@ use crate::error::{Error, ErrorKind};
 use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
+use crate::normalize::SentencePieceNormalizer;
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::{Cuts, LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
@@ -932,6 +933,27 @@ impl PyLiteralMatcher {
     }
 }
 
+/// SentencePiece's normalizer (see `crate::normalize`).
+#[pyclass(name = "SentencePieceNormalizer", module = "toksmith._core", frozen)]
+struct PySentencePieceNormalizer {
+    inner: SentencePieceNormalizer,
+}
+
+#[pymethods]
+impl PySentencePieceNormalizer {
+    /// `rules`: the character map's (source, replacement) pairs; `protected`: strings never
+    /// normalized (user-defined pieces).
+    #[new]
+    fn new(py: Python<'_>, rules: Vec<(String, String)>, protected: Vec<String>, add_dummy_prefix: bool, remove_extra_whitespaces: bool, escape_whitespaces: bool) -> PyResult<Self> {
+        let inner = py.allow_threads(|| guard(|| Ok(SentencePieceNormalizer::new(rules, protected, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces))))?;
+        Ok(PySentencePieceNormalizer { inner })
+    }
+
+    fn normalize(&self, py: Python<'_>, text: &str) -> PyResult<String> {
+        py.allow_threads(|| guard(|| Ok(self.inner.normalize(text))))
+    }
+}
+
 /// Literal strings cut out of a text as ids of their own, and a replacement made between them
 /// (see `Cuts`), for `BpeModel.encode_cut` and `encode_batch`.
 #[pyclass(name = "Cuts", module = "toksmith._core", frozen)]
@@ -956,6 +978,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyUnigramModel>()?;
     m.add_class::<PyLiteralMatcher>()?;
     m.add_class::<PyCuts>()?;
+    m.add_class::<PySentencePieceNormalizer>()?;
     subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(pattern_regex, m)?)?;

@@ -32,7 +32,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .. import models
+from .. import _core, models
 from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
@@ -93,8 +93,23 @@ class SentencePieceNormalizer:
         self.remove_extra_whitespaces = remove_extra_whitespaces
         self.escape_whitespaces = escape_whitespaces
         self.user_defined = frozenset(user_defined)
+        self._rust = None
+
+    # The Rust normalizer is made on first use (its rule table takes ~0.1 s for NFKC) and is
+    # not pickled: made again after unpickling.
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_rust": None}
 
     def normalize(self, text: str) -> str:
+        """``text`` normalized (in Rust: the same steps as :meth:`normalize_in_python`)."""
+        if self._rust is None:
+            self._rust = _core.SentencePieceNormalizer(
+                list(self.charsmap.table.items()), list(self.user_defined), self.add_dummy_prefix,
+                self.remove_extra_whitespaces, self.escape_whitespaces)
+        return self._rust.normalize(text)
+
+    def normalize_in_python(self, text: str) -> str:
+        """The normalization step by step: the reference for the Rust one (tests compare them)."""
         pieces = list(self.charsmap.pieces(text, self.user_defined))
         squeeze = self.remove_extra_whitespaces
         if squeeze:
