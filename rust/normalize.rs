@@ -32,7 +32,7 @@ pub struct SentencePieceNormalizer {
     /// The first and second characters of rules whose first character has no rule alone.
     firsts: FxHashSet<char>,
     seconds: FxHashSet<char>,
-    /// ASCII characters in `starts`, `firsts` or `seconds` (a text of other ASCII is all kept).
+    /// ASCII characters in `starts` or `seconds` (a text of other ASCII is all kept).
     ascii_special: [bool; 128],
     add_dummy_prefix: bool,
     remove_extra_whitespaces: bool,
@@ -78,8 +78,9 @@ impl SentencePieceNormalizer {
                 }
             }
         }
+        // (Not `firsts`: such a character matters only before one of `seconds`, found first.)
         let mut ascii_special = [false; 128];
-        for c in starts.iter().chain(&firsts).chain(&seconds) {
+        for c in starts.iter().chain(&seconds) {
             if c.is_ascii() {
                 ascii_special[*c as usize] = true;
             }
@@ -87,12 +88,15 @@ impl SentencePieceNormalizer {
         SentencePieceNormalizer { rules, protected, rule_lengths, protected_lengths, starts, firsts, seconds, ascii_special, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces }
     }
 
-    /// The character map's pieces of `text`, in order (kept runs as one piece).
+    /// The character map's pieces of `text`, in order (kept runs as one piece). As Python's
+    /// `PrecompiledCharsmap.pieces`: the next character that starts a rule or is the second
+    /// character of a composition is found; a composition is tried from the character before it.
     fn pieces<'t>(&self, text: &'t str) -> Vec<(std::borrow::Cow<'t, str>, Kind)> {
         let mut out = Vec::new();
         let bytes = text.as_bytes();
-        let mut kept_from = 0; // start of the run of kept characters not yet given out
-        let mut at = 0;
+        // `pos`: where Python's scan stands (past a character no rule matched at); `kept_from`:
+        // the start of the kept characters not yet given out; `at`: where the search goes on.
+        let (mut pos, mut kept_from, mut at) = (0, 0, 0);
         while at < text.len() {
             let b = bytes[at];
             if b < 0x80 && !self.ascii_special[b as usize] {
@@ -100,30 +104,36 @@ impl SentencePieceNormalizer {
                 continue;
             }
             let c = text[at..].chars().next().expect("at a character boundary");
-            let next = text[at + c.len_utf8()..].chars().next();
-            let may_start = self.starts.contains(&c) || (self.firsts.contains(&c) && next.is_some_and(|n| self.seconds.contains(&n)));
-            if !may_start {
-                at += c.len_utf8();
-                continue;
-            }
+            let j = at;
+            let start = match text[..j].chars().next_back() {
+                Some(prev) if j > pos && self.firsts.contains(&prev) && self.seconds.contains(&c) => j - prev.len_utf8(),
+                _ if self.starts.contains(&c) => j,
+                _ => {
+                    at += c.len_utf8();
+                    continue;
+                }
+            };
             // The longest protected string, else the longest rule, starting here.
             let found = self
-                .longest(text, at, &self.protected_lengths, |s| self.protected.contains(s).then_some(None))
-                .map(|(end, _)| (end, std::borrow::Cow::Borrowed(&text[at..end]), Kind::Protected))
+                .longest(text, start, &self.protected_lengths, |s| self.protected.contains(s).then_some(None))
+                .map(|(end, _)| (end, std::borrow::Cow::Borrowed(&text[start..end]), Kind::Protected))
                 .or_else(|| {
-                    self.longest(text, at, &self.rule_lengths, |s| self.rules.get(s).map(|r| Some(&**r)))
+                    self.longest(text, start, &self.rule_lengths, |s| self.rules.get(s).map(|r| Some(&**r)))
                         .map(|(end, r)| (end, std::borrow::Cow::Owned(r.unwrap_or_default().to_string()), Kind::Replaced))
                 });
             match found {
                 Some((end, piece, kind)) => {
-                    if kept_from < at {
-                        out.push((text[kept_from..at].into(), Kind::Kept));
+                    if kept_from < start {
+                        out.push((text[kept_from..start].into(), Kind::Kept));
                     }
                     out.push((piece, kind));
-                    at = end;
-                    kept_from = end;
+                    (pos, kept_from, at) = (end, end, end);
                 }
-                None => at += c.len_utf8(), // only longer rules start here, and none matches
+                None => {
+                    // Only longer rules start here, and none matches: the character is kept.
+                    pos = start + text[start..].chars().next().map_or(1, char::len_utf8);
+                    at = pos;
+                }
             }
         }
         if kept_from < text.len() {
