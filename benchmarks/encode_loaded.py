@@ -2,8 +2,9 @@
 
 - Llama 3, Qwen 3, Gemma 3 and BERT (uncased) ``tokenizer.json`` (../shared/data/tokenizers/hf): toksmith vs
   Hugging Face ``tokenizers``;
-- SentencePiece models (../shared/data/tokenizers/sentencepiece: Mistral 7B's BPE, and the small
-  Unigram and BPE models trained on Botchan, whose normalizer is NFKC): toksmith vs ``sentencepiece``.
+- SentencePiece models (../shared/data/tokenizers/sentencepiece: Mistral 7B's BPE, the small
+  Unigram and BPE models trained on Botchan, whose normalizer is NFKC, and the Japanese Unigram
+  model trained on Kyoto, run on the Japanese Debian Handbook): toksmith vs ``sentencepiece``.
 
 Text: the same English sample as benchmarks/encode.py (an equal share of each
 corpora/en/*.xz file), cut into documents of about 4 KB at line ends. Before timing, the ids of
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from encode import DATA, documents, english  # noqa: E402
+from encode import DATA, MB, documents, english, read_xz  # noqa: E402
 
 os.environ.setdefault("RAYON_NUM_THREADS", "2")
 
@@ -66,9 +67,10 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=5)
     args = ap.parse_args()
     text, what = english(args.mb)
-    docs = documents(text, 4096)
-    n_mb = len(text.encode("utf-8")) / 1e6
-    print(f"text: {what}; {len(docs)} documents\n")
+    print(f"text: {what}; {len(documents(text, 4096))} documents")
+    # The Japanese model reads Japanese: the Handbook's, as much as the English sample.
+    japanese = read_xz(DATA / "corpora" / "debian-handbook" / "ja-JP.txt.xz", int(args.mb * MB))
+    print(f"text for kyoto: ja-JP of the Debian Handbook, {len(japanese.encode()) / MB:.1f} MB\n")
     cases = [
         ("llama3 tokenizer.json", DATA / "tokenizers/hf/llama3/tokenizer.json.xz", hf_peer, "tokenizers"),
         ("qwen3 tokenizer.json", DATA / "tokenizers/hf/qwen3/tokenizer.json.xz", hf_peer, "tokenizers"),
@@ -77,12 +79,16 @@ def main() -> None:
         ("mistral-7b .model", DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model", sp_peer, "sentencepiece"),
         ("botchan unigram .model", DATA / "tokenizers/sentencepiece/botchan_en_unigram_1000.model", sp_peer, "sentencepiece"),
         ("botchan bpe .model", DATA / "tokenizers/sentencepiece/botchan_en_bpe_1000.model", sp_peer, "sentencepiece"),
+        ("kyoto unigram .model (Japanese)", DATA / "tokenizers/sentencepiece/kyoto_ja_unigram_8000.model", sp_peer,
+         "sentencepiece"),
     ]
     rows = []
     for label, path, make_peer, peer_name in cases:
         if not path.exists():
             print(f"{label}: {path} absent, skipped")
             continue
+        docs = documents(japanese if "Japanese" in label else text, 4096)
+        n_mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
         ours = toksmith.load(str(path))
         one, batch = make_peer(path)
         mine = lambda d: ours.encode(d, add_special_tokens=False, disallowed_special=())  # noqa: E731
