@@ -93,3 +93,19 @@ def test_the_path_is_taken_only_where_it_gives_the_same_ids(changes, takes_it):
     general_path(pipeline)
     slow = [tok.encode(t, allowed_special="all") for t in texts]
     assert fast == slow + slow
+
+
+def test_matchers_kept_per_allowed_set_are_bounded():
+    """Each set of allowed special tokens gets its matchers; ever new sets do not pile up."""
+    from toksmith.pipeline import KEPT_MATCHERS
+
+    pipeline = toy_pipeline(added_tokens=[AddedToken(f"<s{i}>", 8, special=True) for i in range(3)] +
+                            [AddedToken("\n", 9, special=False)])
+    tok = Tokenizer.from_pipeline(pipeline)
+    text = "ab <s0>\n<s1> a<s2>"
+    for k in range(3 * KEPT_MATCHERS):
+        allowed = {f"<s{i}>" for i in range(3) if k >> i & 1}
+        ids = tok.encode(text, allowed_special=allowed, disallowed_special=())
+        assert ids.count(8) == len(allowed)  # each allowed one is its id, the others plain text
+        pipeline._cuts_for(frozenset({f"<x{k}>"}))  # a new set each time
+    assert len(pipeline._cuts) <= KEPT_MATCHERS and len(pipeline._matchers) <= KEPT_MATCHERS

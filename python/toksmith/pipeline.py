@@ -105,6 +105,18 @@ class _Matcher(RustBacked):
         return out
 
 
+#: Matchers kept per pipeline, one per set of allowed special tokens met (Gemma 3's hold 6,406
+#: strings each): a caller passing ever new sets must not make the pipeline grow without end.
+KEPT_MATCHERS = 16
+
+
+def _remember(cache: dict, key, value) -> None:
+    """``cache[key] = value``, the oldest entry dropped past ``KEPT_MATCHERS``."""
+    if len(cache) >= KEPT_MATCHERS:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
 def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
     """The ids of one text of a batch from its plan: ids as they are, and ``~k`` for the ids of
     the k-th piece encoded in one call for the whole batch."""
@@ -165,7 +177,8 @@ class Pipeline(RustBacked):
         through Python once per piece otherwise: its added tokens include `\n` and space runs."""
         if allowed_special in self._cuts:
             return self._cuts[allowed_special]
-        self._cuts[allowed_special] = cuts = self._make_cuts(allowed_special)
+        cuts = self._make_cuts(allowed_special)
+        _remember(self._cuts, allowed_special, cuts)
         return cuts
 
     def _make_cuts(self, allowed_special: frozenset[str]):
@@ -275,7 +288,8 @@ class Pipeline(RustBacked):
             else:
                 tokens = {c: t for c, t in self._added_by_content.items()
                           if not t.normalized and (not t.special or t.content in allowed_special)}
-            matcher = self._matchers[key] = _Matcher(tokens)
+            matcher = _Matcher(tokens)
+            _remember(self._matchers, key, matcher)
         return matcher
 
     def _normalize(self, piece: str) -> tuple[str, bool]:
