@@ -153,47 +153,33 @@ impl LiteralMatcher {
 /// such a text in one call, where the pipeline went through Python once per piece.
 #[derive(Debug, Clone)]
 pub struct Cuts {
-    matcher: Option<AhoCorasick>,
-    ids: Vec<u32>,
+    /// The strings and their ids, all of them cut out (special tokens that are all allowed).
+    strings: SpecialTokens,
     replace: Option<(String, String)>,
 }
 
 impl Cuts {
     /// `strings`: each string to cut out and its id; `replace`: (from, to), from not empty.
     pub fn new(strings: Vec<(String, u32)>, replace: Option<(String, String)>) -> Result<Self> {
-        if strings.iter().any(|(s, _)| s.is_empty()) || replace.as_ref().is_some_and(|(from, _)| from.is_empty()) {
-            return Err(Error::new(ErrorKind::Format, "strings to cut out and to replace must not be empty"));
+        if replace.as_ref().is_some_and(|(from, _)| from.is_empty()) {
+            return Err(Error::new(ErrorKind::Format, "the string to replace must not be empty"));
         }
-        let matcher = if strings.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(strings.iter().map(|(s, _)| s.as_str()))
-                    .map_err(|e| Error::new(ErrorKind::Format, format!("strings to cut out: {e}")))?,
-            )
-        };
-        Ok(Cuts { matcher, ids: strings.into_iter().map(|(_, id)| id).collect(), replace })
+        Ok(Cuts { strings: SpecialTokens::new(strings)?, replace })
     }
 
     /// Calls `f` with each piece of `text` in order: the text between two matches (replaced;
     /// never empty) or a match's id. Stops at the first error of `f`.
     pub fn for_each_piece(&self, text: &str, mut f: impl FnMut(Piece<'_>) -> Result<()>) -> Result<()> {
-        let gap = |piece: &str, f: &mut dyn FnMut(Piece<'_>) -> Result<()>| match &self.replace {
-            _ if piece.is_empty() => Ok(()),
-            Some((from, to)) if piece.contains(from.as_str()) => f(Piece::Text(&piece.replace(from.as_str(), to))),
-            _ => f(Piece::Text(piece)),
-        };
-        let mut done = 0;
-        if let Some(matcher) = &self.matcher {
-            for m in matcher.find_iter(text) {
-                gap(&text[done..m.start()], &mut f)?;
-                f(Piece::Special(self.ids[m.pattern().as_usize()]))?;
-                done = m.end();
+        let mut result = Ok(());
+        self.strings.split(text, |_| true, |piece| {
+            if result.is_ok() {
+                result = match (piece, &self.replace) {
+                    (Piece::Text(t), Some((from, to))) if t.contains(from.as_str()) => f(Piece::Text(&t.replace(from.as_str(), to))),
+                    (piece, _) => f(piece),
+                };
             }
-        }
-        gap(&text[done..], &mut f)
+        });
+        result
     }
 }
 

@@ -642,9 +642,6 @@ class Digits(CharClassSplit):
 class BertPreTokenizer(PreTokenizer):
     """BERT's basic tokenizer: split on whitespace (dropped), then isolate each punctuation character."""
 
-    def __init__(self) -> None:
-        self._whitespace, self._punctuation = WhitespaceSplit(), Punctuation("isolated")
-
     # Both splits as one regex: a run of characters that are neither whitespace nor punctuation,
     # or one punctuation character (whitespace dropped). Splitting in two passes went through
     # Python once per word (four fifths of BERT's encoding time); `re` runs this class 4x faster
