@@ -156,6 +156,17 @@ pub fn clear_chunk_caches() {
     CACHE_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The number of `clear_chunk_caches` calls so far: a per-thread cache filled under another
+/// number is to be emptied before use (the Unigram model's segment cache too).
+pub(crate) fn cache_epoch() -> u64 {
+    CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A number no other model of this process has, for the per-thread caches to tell models apart.
+pub(crate) fn next_model_uid() -> u64 {
+    NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// One entry of the front of the chunk cache: a packed chunk and up to 3 ids.
 #[derive(Clone, Copy, Default)]
 struct FrontSlot {
@@ -1258,7 +1269,7 @@ impl BpeModel {
         }
         let specials = SpecialTokens::new(specials)?;
         let pretokenizer = pattern.map(Pretokenizer::new).transpose()?;
-        let uid = NEXT_MODEL_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let uid = next_model_uid();
         let byte_pairs = match (options.level, &byte_ids) {
             (Level::Byte, Some(ids)) => (0..1usize << 16)
                 .map(|i| merges.get(&(ids[i >> 8], ids[i & 0xff])).copied().unwrap_or(NO_MERGE))

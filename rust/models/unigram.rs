@@ -7,10 +7,19 @@
 //! and keeps them in f32 (`with_float32_scores`): the rounding decides near-ties, and even
 //! exact ties, differently (kyoto's "....": "..." + "." there, "." + "..." in f64), so the
 //! SentencePiece loader asks for it.
+//!
+//! Words are remembered (see `Segment`): when no piece has a `▁` past its first character, no
+//! piece crosses the start of a `▁`, so every path passes there and the text's lattice falls
+//! apart into segments, one per word. A segment's best path is found once per thread, in f64
+//! from 0, with the margin to its second best; where it is met again, that path is the one the
+//! whole text's Viterbi takes unless the margin is within the rounding error of the sums there
+//! (which grows with the score the text has reached). Then, and for segments not remembered,
+//! the segment's lattice is solved from that score, as SentencePiece's would be.
 
 use crate::error::{Error, ErrorKind, Result};
 use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 
 /// Penalty of the unknown token relative to the lowest piece score (SentencePiece's kUnkPenalty).
 const UNK_PENALTY: f64 = 10.0;
@@ -29,6 +38,162 @@ pub struct UnigramModel {
     /// (made on first use). Looking each span up in `pieces` hashed it at every start for
     /// every length up to the longest piece: sentencepiece was 5x faster.
     edges: std::sync::OnceLock<Option<Edges>>,
+    /// Whether the lattice falls apart at each `▁` (no piece has one past its first character).
+    cuts_at_spaces: bool,
+    /// Tells this model's remembered segments from other models' (see `with_segment_cache`).
+    uid: u64,
+}
+
+/// SentencePiece's (and Metaspace's) mark of a space.
+const SPACE_MARK: char = '\u{2581}';
+const SPACE_MARK_UTF8: &[u8] = "\u{2581}".as_bytes();
+
+/// The best path of a segment (a word: from a `▁` to the next), summed in f64 from 0; its ids
+/// and scores are in its `SegmentCache`'s arenas.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    /// Where its ids are, as `emit` gives them (unknown characters as bytes with byte
+    /// fallback, else as the unknown id, consecutive ones fused), given that the id before is not
+    /// an unknown.
+    ids: (u32, u32),
+    /// Where the score of each piece of its path is, in order (unknown characters included).
+    scores: (u32, u32),
+    /// The path's score, and how far below it the second best path's is (infinite if none).
+    score: f64,
+    margin: f64,
+    /// The segment's characters: no path has more pieces.
+    chars: u32,
+    /// Whether its path starts and ends with an unknown character that gives the unknown id
+    /// (the first is then dropped after an unknown, when unknowns are fused).
+    unk_first: bool,
+    unk_last: bool,
+    /// False when its ids cannot be told here (an unknown character and no unknown id): such a
+    /// segment is solved every time, so that the error is raised there.
+    usable: bool,
+}
+
+/// Segments of more bytes are not remembered (runs of text without spaces: CJK).
+const MAX_SEGMENT_BYTES: usize = 128;
+/// A thread's remembered segments per model, and the ids (or scores) they hold, before it starts
+/// over (about 30 MB at most). 5 MB of English text has 120,000 distinct segments of 2 million ids
+/// and scores for a small vocabulary.
+const MAX_SEGMENTS: usize = 1 << 17;
+const MAX_SEGMENT_IDS: usize = 1 << 21;
+const SEGMENT_FRONT_BITS: u32 = 14;
+/// A front slot's filler (its key, 0, is no segment's: a key's top byte is its length).
+const EMPTY_SEGMENT: Segment = Segment { ids: (0, 0), scores: (0, 0), score: 0.0, margin: 0.0, chars: 0, unk_first: false, unk_last: false, usable: false };
+/// Models whose segments a thread keeps at once.
+const SEGMENT_CACHES_PER_THREAD: usize = 4;
+
+/// A thread's remembered segments of one model: those of up to 15 bytes (most words) by their
+/// bytes packed in a u128, longer ones by their text; ids and scores in one arena each.
+struct SegmentCache {
+    owner: u64,
+    epoch: u64,
+    /// The segments of short keys met last, direct-mapped (1 MB: the words that make up most
+    /// of a text are answered from the CPU cache, not from a map of megabytes).
+    front: Vec<(u128, Segment)>,
+    short: FxHashMap<u128, Segment>,
+    long: FxHashMap<Box<str>, Segment>,
+    ids: Vec<u32>,
+    scores: Vec<f64>,
+    /// `best_of_segment`'s lattice and path, kept for the next segment.
+    lattice: Vec<(f64, f64, usize, Option<u32>, f64)>,
+    path: Vec<(usize, usize, Option<u32>)>,
+}
+
+impl SegmentCache {
+    fn new(owner: u64, epoch: u64) -> Self {
+        SegmentCache { owner, epoch, front: Vec::new(), short: FxHashMap::default(), long: FxHashMap::default(), ids: Vec::new(), scores: Vec::new(), lattice: Vec::new(), path: Vec::new() }
+    }
+
+    fn clear(&mut self) {
+        self.front.clear();
+        self.short.clear();
+        self.long.clear();
+        self.ids.clear();
+        self.scores.clear();
+    }
+
+    fn front_slot(key: u128) -> usize {
+        let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SEGMENT_FRONT_BITS)) as usize
+    }
+
+    fn get(&mut self, key: Option<u128>, text: &str) -> Option<Segment> {
+        let Some(key) = key else { return self.long.get(text).copied() };
+        if self.front.is_empty() {
+            self.front = vec![(0, EMPTY_SEGMENT); 1 << SEGMENT_FRONT_BITS];
+        }
+        let slot = &mut self.front[Self::front_slot(key)];
+        if slot.0 == key {
+            return Some(slot.1);
+        }
+        let found = self.short.get(&key).copied()?;
+        *slot = (key, found);
+        Some(found)
+    }
+
+    fn insert(&mut self, key: Option<u128>, text: &str, segment: Segment) {
+        match key {
+            Some(key) => {
+                self.short.insert(key, segment);
+                if !self.front.is_empty() {
+                    self.front[Self::front_slot(key)] = (key, segment);
+                }
+            }
+            None => {
+                self.long.insert(text.into(), segment);
+            }
+        }
+    }
+
+    fn ids(&self, segment: &Segment) -> &[u32] {
+        &self.ids[segment.ids.0 as usize..(segment.ids.0 + segment.ids.1) as usize]
+    }
+
+    fn scores(&self, segment: &Segment) -> &[f64] {
+        &self.scores[segment.scores.0 as usize..(segment.scores.0 + segment.scores.1) as usize]
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Remembered segments met whose path held, and that were solved again (tests only).
+    static SEGMENTS_HELD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+thread_local! {
+    /// Most recently used first.
+    static SEGMENT_CACHES: RefCell<Vec<SegmentCache>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's remembered segments of model `uid` (emptied after
+/// `clear_chunk_caches`, as the BPE chunk caches are).
+fn with_segment_cache<R>(uid: u64, f: impl FnOnce(&mut SegmentCache) -> R) -> R {
+    let epoch = crate::models::bpe::cache_epoch();
+    SEGMENT_CACHES.with(|caches| {
+        let Ok(mut caches) = caches.try_borrow_mut() else { return f(&mut SegmentCache::new(uid, epoch)) };
+        match caches.iter().position(|c| c.owner == uid) {
+            Some(0) => {}
+            Some(i) => {
+                let cache = caches.remove(i);
+                caches.insert(0, cache);
+            }
+            None => {
+                if caches.len() >= SEGMENT_CACHES_PER_THREAD {
+                    caches.pop();
+                }
+                caches.insert(0, SegmentCache::new(uid, epoch));
+            }
+        }
+        let cache = &mut caches[0];
+        if cache.epoch != epoch {
+            cache.clear();
+            cache.epoch = epoch;
+        }
+        f(cache)
+    })
 }
 
 /// The pieces that may enter the lattice (finite score), found all at once.
@@ -59,12 +224,16 @@ impl UnigramModel {
             None
         };
         let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
-        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default() })
+        let cuts_at_spaces = map.iter().all(|(piece, p)| !p.1.is_finite() || !piece.chars().skip(1).any(|c| c == SPACE_MARK));
+        let uid = crate::models::bpe::next_model_uid();
+        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid })
     }
 
     /// SentencePiece's arithmetic: path scores are f32, each step an f32 addition.
     pub fn with_float32_scores(mut self, on: bool) -> Self {
         self.float32_scores = on;
+        // Remembered segments hold paths of the old arithmetic's choosing.
+        self.uid = crate::models::bpe::next_model_uid();
         self.unk_score = match (self.min_score.is_finite(), on) {
             (false, _) => -UNK_PENALTY,
             (true, true) => (self.min_score as f32 - UNK_PENALTY as f32) as f64,
@@ -99,20 +268,57 @@ impl UnigramModel {
             return Ok(());
         }
         let Some(edges) = self.edges() else { return self.encode_word_by_lookup(text, out) };
-        let n = text.len();
-        // best[i]: (score, start of the last piece, its id or None for unknown) of text[..i].
-        let mut best: Vec<(f64, usize, Option<u32>)> = vec![(f64::NEG_INFINITY, 0, None); n + 1];
-        best[0].0 = 0.0;
-        // Edges into a position may arrive in any order: the higher score wins, and of two
-        // equal ones the earlier start, which is what trying starts in order and keeping the
-        // first of equal scores gives (SentencePiece's lattice).
-        let relax = |best: &mut Vec<(f64, usize, Option<u32>)>, start: usize, end: usize, score: f64, id: Option<u32>| {
-            let s = self.add(best[start].0, score);
-            let (current, current_start, _) = best[end];
-            if s > current || (s == current && start < current_start) {
-                best[end] = (s, start, id);
+        let mut prev_unk = false;
+        if !self.cuts_at_spaces {
+            let best = self.viterbi(edges, text, 0.0);
+            return self.emit(text, &best, out, &mut prev_unk);
+        }
+        with_segment_cache(self.uid, |cache| {
+            // The score of the best path so far, as the whole text's Viterbi has it at the start
+            // of the current segment (every path passes there).
+            let mut score = 0.0;
+            let mut from = 0;
+            let mut marks = memchr::memmem::find_iter(text.as_bytes(), SPACE_MARK_UTF8).chain([text.len()]);
+            while from < text.len() {
+                let to = marks.find(|&i| i > from).expect("the text's end comes last");
+                let segment = &text[from..to];
+                from = to;
+                if segment.len() <= MAX_SEGMENT_BYTES {
+                    let key = crate::models::bpe::pack_short(segment.as_bytes());
+                    let known = match cache.get(key, segment) {
+                        Some(known) => known,
+                        None => {
+                            if cache.short.len() + cache.long.len() >= MAX_SEGMENTS || cache.ids.len().max(cache.scores.len()) >= MAX_SEGMENT_IDS {
+                                cache.clear();
+                            }
+                            let known = self.best_of_segment(edges, segment, cache);
+                            cache.insert(key, segment, known);
+                            known
+                        }
+                    };
+                    let holds = self.holds_from(&known, score);
+                    #[cfg(test)]
+                    SEGMENTS_HELD.with(|n| n.set((n.get().0 + holds as usize, n.get().1 + !holds as usize)));
+                    if holds {
+                        let skip = (prev_unk && known.unk_first && self.fuse_unk) as usize;
+                        out.extend_from_slice(&cache.ids(&known)[skip..]);
+                        score = cache.scores(&known).iter().fold(score, |sum, &piece| self.add(sum, piece));
+                        prev_unk = known.unk_last;
+                        continue;
+                    }
+                }
+                let best = self.viterbi(edges, segment, score);
+                score = best[segment.len()].0;
+                self.emit(segment, &best, out, &mut prev_unk)?;
             }
-        };
+            Ok(())
+        })
+    }
+
+    /// Calls `edge(start, end, score, id)` for every edge of the lattice of `text`, in order of
+    /// `end`: each piece found in it, and the unknown token (id None) for each character that no
+    /// piece of one character covers.
+    fn for_each_edge(&self, edges: &Edges, text: &str, mut edge: impl FnMut(usize, usize, f64, Option<u32>)) {
         // The matches come in order of their end (the automaton reports each as it passes its
         // end); each is a span between character boundaries, as pieces are whole characters.
         let mut matches = edges.matcher.find_overlapping_iter(text).peekable();
@@ -122,15 +328,111 @@ impl UnigramModel {
             while let Some(m) = matches.next_if(|m| m.end() <= end) {
                 debug_assert_eq!(m.end(), end, "matches must come in order of their end");
                 let (id, score) = edges.pieces[m.pattern().as_usize()];
-                relax(&mut best, m.start(), end, score, Some(id));
+                edge(m.start(), end, score, Some(id));
                 matched_single |= m.start() == start;
             }
             if !matched_single {
                 // No piece for this character: the unknown token covers it.
-                relax(&mut best, start, end, self.unk_score, None);
+                edge(start, end, self.unk_score, None);
             }
         }
-        self.emit(text, &best, out)
+    }
+
+    /// The lattice of `text` solved from score `start_score` in the model's arithmetic:
+    /// best[i] = (score, start of the last piece, its id or None for unknown) of text[..i].
+    fn viterbi(&self, edges: &Edges, text: &str, start_score: f64) -> Vec<(f64, usize, Option<u32>)> {
+        let mut best: Vec<(f64, usize, Option<u32>)> = vec![(f64::NEG_INFINITY, 0, None); text.len() + 1];
+        best[0].0 = start_score;
+        // Edges into a position may arrive in any order: the higher score wins, and of two
+        // equal ones the earlier start, which is what trying starts in order and keeping the
+        // first of equal scores gives (SentencePiece's lattice).
+        self.for_each_edge(edges, text, |start, end, score, id| {
+            let s = self.add(best[start].0, score);
+            let (current, current_start, _) = best[end];
+            if s > current || (s == current && start < current_start) {
+                best[end] = (s, start, id);
+            }
+        });
+        best
+    }
+
+    /// The best path of a segment and the margin to its second best, in f64 from 0 (scores
+    /// rounded to f32 first where the model sums in f32); its ids and scores go to `cache`'s
+    /// arenas.
+    fn best_of_segment(&self, edges: &Edges, text: &str, cache: &mut SegmentCache) -> Segment {
+        // (best score, second best score, start of the best's last piece, its id and score) of
+        // text[..i].
+        let mut best = std::mem::take(&mut cache.lattice);
+        best.clear();
+        best.resize(text.len() + 1, (f64::NEG_INFINITY, f64::NEG_INFINITY, 0, None, 0.0));
+        best[0].0 = 0.0;
+        self.for_each_edge(edges, text, |start, end, score, id| {
+            let score = if self.float32_scores { score as f32 as f64 } else { score };
+            let (first, second) = (best[start].0 + score, best[start].1 + score);
+            let at = &mut best[end];
+            if first > at.0 {
+                *at = (first, at.0.max(second), start, id, score);
+            } else {
+                // An equal score is a second best as good as the best: margin 0.
+                at.1 = at.1.max(first);
+            }
+        });
+        let (score, second, ..) = best[text.len()];
+        // The path's pieces, from the last back to the first.
+        let scores_from = cache.scores.len();
+        let mut path = std::mem::take(&mut cache.path);
+        path.clear();
+        let mut i = text.len();
+        while i > 0 {
+            let (_, _, start, id, piece_score) = best[i];
+            path.push((start, i, id));
+            cache.scores.push(piece_score);
+            i = start;
+        }
+        cache.scores[scores_from..].reverse();
+        // Its ids, as `emit` gives them.
+        let ids_from = cache.ids.len();
+        let mut usable = true;
+        let mut unk_last = false;
+        for &(start, end, id) in path.iter().rev() {
+            match (id, &self.byte_ids, self.unk) {
+                (Some(id), ..) => {
+                    cache.ids.push(id);
+                    unk_last = false;
+                }
+                (None, Some(bytes), _) => {
+                    cache.ids.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
+                    unk_last = false;
+                }
+                (None, None, Some(unk)) => {
+                    if !(self.fuse_unk && unk_last) {
+                        cache.ids.push(unk);
+                    }
+                    unk_last = true;
+                }
+                (None, None, None) => usable = false,
+            }
+        }
+        let unk_first = self.byte_ids.is_none() && path.last().is_some_and(|p| p.2.is_none());
+        (cache.lattice, cache.path) = (best, path);
+        let ids = (ids_from as u32, (cache.ids.len() - ids_from) as u32);
+        let scores = (scores_from as u32, (cache.scores.len() - scores_from) as u32);
+        Segment { ids, scores, score, margin: score - second, chars: text.chars().count() as u32, unk_first, unk_last, usable }
+    }
+
+    /// Whether the whole text's Viterbi, having reached `score` at the start of the segment,
+    /// takes the remembered path through it. Summing from `score` rounds each step by at most
+    /// half a unit in the last place (u |sum|, u = 2^-24 in f32), so a path's sum is off by at
+    /// most (pieces) * u * (|score| + |its score|); the Viterbi's sum (rounding being monotone)
+    /// is at least the best path's, so any other path it takes is within both errors of the
+    /// best. A margin above that (twice over, for the f64 sums here) rules all others out.
+    fn holds_from(&self, segment: &Segment, score: f64) -> bool {
+        if !segment.usable {
+            return false;
+        }
+        let unit = if self.float32_scores { (f32::EPSILON / 2.0) as f64 } else { f64::EPSILON / 2.0 };
+        let pieces = (segment.chars + segment.scores.1 + 2) as f64;
+        segment.margin > 4.0 * pieces * unit * (score.abs() + segment.score.abs() + 1.0)
     }
 
     /// `encode_word` by looking up every span up to the longest piece (where the automaton
@@ -173,11 +475,13 @@ impl UnigramModel {
                 }
             }
         }
-        self.emit(text, &best, out)
+        self.emit(text, &best, out, &mut false)
     }
 
     /// Walks the best path back from the end and appends its ids.
-    fn emit(&self, text: &str, best: &[(f64, usize, Option<u32>)], out: &mut Vec<u32>) -> Result<()> {
+    /// `prev_unk`: whether the last id appended was a fused unknown (carried from segment to
+    /// segment).
+    fn emit(&self, text: &str, best: &[(f64, usize, Option<u32>)], out: &mut Vec<u32>, prev_unk: &mut bool) -> Result<()> {
         let n = text.len();
         let mut path = Vec::new();
         let mut i = n;
@@ -186,22 +490,21 @@ impl UnigramModel {
             path.push((start, i, id));
             i = start;
         }
-        let mut prev_unk = false;
         for &(start, end, id) in path.iter().rev() {
             match id {
                 Some(id) => {
                     out.push(id);
-                    prev_unk = false;
+                    *prev_unk = false;
                 }
                 None => {
                     if let Some(bytes) = &self.byte_ids {
                         out.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
-                        prev_unk = false;
+                        *prev_unk = false;
                     } else if let Some(unk) = self.unk {
-                        if !(self.fuse_unk && prev_unk) {
+                        if !(self.fuse_unk && *prev_unk) {
                             out.push(unk);
                         }
-                        prev_unk = true;
+                        *prev_unk = true;
                     } else {
                         return Err(Error::new(
                             ErrorKind::Encode,
@@ -297,5 +600,120 @@ mod tests {
         // The literal text of a byte piece is not that piece; its characters fall back to bytes.
         let ids = m.encode_words(["<0x61>a"]).unwrap();
         assert_eq!(ids, "<0x61>".bytes().map(|b| 10 + b as u32).chain([1]).collect::<Vec<_>>());
+    }
+
+    /// Random pieces over a small alphabet with `▁` only at their start, so that the lattice
+    /// falls apart at each `▁`.
+    fn word_pieces(next: &mut impl FnMut(u64) -> u64, scores: &mut impl FnMut(&mut dyn FnMut(u64) -> u64) -> f64) -> Vec<(String, u32, f64)> {
+        let letters = ["a", "b", "é", "字", "x"];
+        let mut pieces: Vec<(String, u32, f64)> = Vec::new();
+        for id in 0..80u32 {
+            let len = 1 + next(4) as usize;
+            let mut piece: String = (0..len).map(|_| letters[next(letters.len() as u64) as usize]).collect();
+            if next(3) == 0 {
+                piece.insert(0, SPACE_MARK);
+            }
+            if pieces.iter().all(|p| p.0 != piece) && piece != "x" {
+                pieces.push((piece, id + 1, scores(next)));
+            }
+        }
+        pieces.push(("▁".into(), 90, scores(next)));
+        pieces
+    }
+
+    fn words_text(next: &mut impl FnMut(u64) -> u64, words: usize) -> String {
+        let letters = ["a", "b", "é", "字", "x", "a", "b"];
+        let mut text = String::new();
+        for _ in 0..words {
+            if next(8) != 0 {
+                text.push(SPACE_MARK);
+            }
+            for _ in 0..1 + next(6) {
+                text.push_str(letters[next(letters.len() as u64) as usize]);
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn remembered_segments_give_the_whole_texts_lattice() {
+        // Scores with many exact ties (multiples of 0.7) and near ties (random f32 values), in
+        // f32 and f64, texts of up to 3,000 words (scores reach thousands, where f32 rounds
+        // by a few thousandths), with unknown characters fused, as bytes, or an error.
+        let mut next = crate::lcg(11);
+        let (mut held, mut solved) = (0, 0);
+        for round in 0..48 {
+            let mut scores = |next: &mut dyn FnMut(u64) -> u64| -> f64 {
+                if round % 2 == 0 {
+                    -((next(6) + 1) as f64) * 0.7
+                } else {
+                    -(next(1 << 20) as f32 / (1 << 17) as f32 + 0.5) as f64
+                }
+            };
+            let mut pieces = word_pieces(&mut next, &mut scores);
+            let byte_fallback = round % 3 == 0;
+            if byte_fallback {
+                pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 100 + b, f64::NEG_INFINITY)));
+            }
+            let unk = (round % 5 != 4).then_some(0);
+            let m = UnigramModel::new(pieces, unk, byte_fallback, round % 4 < 2).unwrap().with_float32_scores(round % 4 != 1);
+            assert!(m.cuts_at_spaces);
+            SEGMENTS_HELD.with(|n| n.set((0, 0)));
+            for k in 0..12 {
+                let words = [1, 3, 10, 40, 3000][k % 5];
+                let text = words_text(&mut next, words);
+                let mut slow = Vec::new();
+                let expected = m.encode_word_by_lookup(&text, &mut slow).map(|_| slow);
+                for _ in 0..2 {
+                    let mut fast = Vec::new();
+                    let got = m.encode_word(&text, &mut fast).map(|_| fast);
+                    match (&got, &expected) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "round {round}: {text:?}"),
+                        (Err(_), Err(_)) => {}
+                        _ => panic!("round {round}: {got:?} against {expected:?} for {text:?}"),
+                    }
+                }
+            }
+            let (h, s) = SEGMENTS_HELD.with(|n| n.get());
+            (held, solved) = (held + h, solved + s);
+        }
+        // Both ways were taken: remembered paths, and segments solved again because their
+        // margin was within the rounding.
+        assert!(held > 100_000 && solved > 1_000, "held {held}, solved {solved}");
+    }
+
+    #[test]
+    fn a_near_tie_is_solved_from_the_texts_score() {
+        // "ab" scores a hair below "a" + "b" in exact sums; in f32 from a score of thousands,
+        // the rounding decides. After a long text the remembered path must not be trusted.
+        let pieces = vec![
+            ("▁".to_string(), 1, -1.0f32 as f64),
+            ("a".into(), 2, -2.25f32 as f64),
+            ("b".into(), 3, -2.5f32 as f64),
+            ("ab".into(), 4, (-4.75f32 - 1e-6) as f64),
+            ("c".into(), 5, -1.3f32 as f64),
+        ];
+        let m = UnigramModel::new(pieces, Some(0), false, true).unwrap().with_float32_scores(true);
+        let mut next = crate::lcg(3);
+        for words in [1, 10, 100, 1000, 5000] {
+            let mut text = String::new();
+            for _ in 0..words {
+                text.push(SPACE_MARK);
+                text.push_str(["ab", "c", "cc", "abc"][next(4) as usize]);
+            }
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            m.encode_word(&text, &mut fast).unwrap();
+            m.encode_word_by_lookup(&text, &mut slow).unwrap();
+            assert_eq!(fast, slow, "{words} words");
+        }
+    }
+
+    #[test]
+    fn a_piece_with_an_inner_space_mark_keeps_the_lattice_whole() {
+        let pieces = vec![("a".to_string(), 1, -1.0), ("a▁a".into(), 2, -1.5), ("▁".into(), 3, -1.0)];
+        let m = UnigramModel::new(pieces, Some(0), false, true).unwrap();
+        assert!(!m.cuts_at_spaces);
+        // Cut at the `▁`, "a▁a" would be a + ▁ + a (-3).
+        assert_eq!(m.encode_words(["a▁a"]).unwrap(), vec![2]);
     }
 }
