@@ -6,6 +6,7 @@
 
 mod classes;
 mod scan;
+pub mod llama;
 #[cfg(test)]
 mod fuzz;
 

@@ -7,6 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::normalize::SentencePieceNormalizer;
+use crate::pretokenize::llama::{byte_level_chars, LlamaSplitter};
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::{Cuts, LiteralMatcher, SpecialTokens};
 use crate::train::bpe::{char_words, count_chunks, count_chunks_beside, ChunkCounts, Constraints, MergeLearner, Words};
@@ -200,6 +201,45 @@ impl PyBpeModel {
             BpeModel::new(token_list(tokens), &merges, pattern, specials, options)
         })
         .map(PyBpeModel::wrap)
+    }
+
+    /// llama.cpp's byte-level BPE of `text` (a model over GPT-2's byte characters): the words
+    /// `splitter` finds (on `spaced` and `collapsed`, copies of `text` aligned with it character
+    /// for character, see `LlamaSplitter`), each in byte characters, cut around the characters
+    /// of `missing` (bytes without a token, which llama.cpp drops), encoded apart.
+    fn encode_llama<'py>(&self, py: Python<'py>, splitter: PyRef<'py, PyLlamaSplitter>, text: &str, spaced: &str, collapsed: &str, missing: Vec<char>) -> PyResult<Bound<'py, PyList>> {
+        let splitter = &splitter.inner;
+        let ids = py.allow_threads(|| {
+            guard(|| {
+                let bounds = splitter.split(spaced, collapsed)?;
+                let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+                byte_at.push(text.len());
+                if byte_at.len() != spaced.chars().count() + 1 {
+                    return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
+                }
+                let table = byte_level_chars();
+                let mut words: Vec<String> = Vec::with_capacity(bounds.len());
+                let mut word = String::new();
+                for (s, e) in bounds {
+                    word.clear();
+                    for &b in text[byte_at[s]..byte_at[e]].as_bytes() {
+                        let c = table[b as usize];
+                        if missing.contains(&c) {
+                            if !word.is_empty() {
+                                words.push(std::mem::take(&mut word));
+                            }
+                        } else {
+                            word.push(c);
+                        }
+                    }
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                self.inner.encode_words(words.iter().map(|w| w.as_str()))
+            })
+        })?;
+        self.to_list(py, &ids)
     }
 
     /// Encodes pieces the caller already pre-tokenized; each is one chunk (no regex, no specials).
@@ -876,6 +916,28 @@ impl PyBpeTrainer {
     }
 }
 
+/// llama.cpp's splitting of text into words by several regexes (`pretokenize::llama`).
+#[pyclass(name = "LlamaSplitter", module = "toksmith._core", frozen)]
+struct PyLlamaSplitter {
+    inner: LlamaSplitter,
+}
+
+#[pymethods]
+impl PyLlamaSplitter {
+    /// `stages`: (kind, regex, runs on the collapsed copy), kind one of "gpt2", "llama3",
+    /// "qwen2", "newlines", "regex".
+    #[new]
+    fn new(stages: Vec<(String, String, bool)>) -> PyResult<Self> {
+        guard(|| LlamaSplitter::new(stages)).map(|inner| PyLlamaSplitter { inner })
+    }
+
+    /// The words of the text whose copies are `spaced` and `collapsed`: (start, end) in
+    /// characters, flat.
+    fn split(&self, py: Python<'_>, spaced: &str, collapsed: &str) -> PyResult<Vec<usize>> {
+        py.allow_threads(|| guard(|| Ok(self.inner.split(spaced, collapsed)?.into_iter().flat_map(|(s, e)| [s, e]).collect())))
+    }
+}
+
 /// Splits `text` into pre-tokenization chunks with `pattern` (a name or a regex).
 #[pyfunction]
 fn split(py: Python<'_>, pattern: &str, text: &str) -> PyResult<Vec<String>> {
@@ -978,6 +1040,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyUnigramModel>()?;
     m.add_class::<PyLiteralMatcher>()?;
     m.add_class::<PyCuts>()?;
+    m.add_class::<PyLlamaSplitter>()?;
     m.add_class::<PySentencePieceNormalizer>()?;
     subword::register(m)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;

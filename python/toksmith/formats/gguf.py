@@ -363,6 +363,16 @@ class LlamaBPE(_LlamaModel):
                     self._encode_general(piece, out)
 
     def _encode_general(self, text: str, out: list[int]) -> None:
+        if self.byte_encode and not self.pre.escape_whitespaces and self.pre.type != "gemma4":
+            splitter = llama_cpp_pre.rust_splitter(self.regexes)
+            if splitter is not None:
+                # Splitting, byte characters and merging in one Rust call.
+                spaced, collapsed = llama_cpp_pre.copies(text, self.regexes)
+                try:
+                    out.extend(self._core._core.encode_llama(splitter, text, spaced, collapsed, list(self._missing)))
+                    return
+                except UnicodeEncodeError:  # lone surrogates: no UTF-8 for Rust, the Python path
+                    pass
         if self.pre.escape_whitespaces:
             text = text.replace(" ", SPACE)
         words = llama_cpp_pre.split(text, self.regexes)

@@ -221,7 +221,34 @@ def pre_options(name: str | None, source: str) -> PreOptions:
 
 def split(text: str, regexes: Sequence[str]) -> list[str]:
     """Splits ``text`` into words as llama.cpp's ``unicode_regex_split`` does (without the
-    byte encoding): each regex in turn splits every piece into matches and the text between."""
+    byte encoding): each regex in turn splits every piece into matches and the text between.
+    In Rust (`rust_splitter`) where all of the regexes translate; else `split_in_python`."""
+    splitter = rust_splitter(regexes)
+    if splitter is not None and text:
+        spaced, collapsed = copies(text, regexes)
+        try:
+            b = splitter.split(spaced, collapsed)
+        except UnicodeEncodeError:  # lone surrogates: no UTF-8 for Rust
+            return split_in_python(text, regexes)
+        return [text[b[i]:b[i + 1]] for i in range(0, len(b), 2)]
+    return split_in_python(text, regexes)
+
+
+def copies(text: str, regexes: Sequence[str]) -> tuple[str, str]:
+    """The two copies of ``text`` a `rust_splitter` works on: non-ASCII whitespace as \\v (for
+    regexes without categories), and the collapsed text (for the others and the hand-written
+    matchers). One that no regex needs is the other, to save making it."""
+    if text.isascii():
+        return text, text
+    need_spaced = any(regex not in _CUSTOM and not _compile(regex)[1] for regex in regexes)
+    need_collapsed = any(regex in _CUSTOM or _compile(regex)[1] for regex in regexes)
+    collapsed = _collapse(text) if need_collapsed else None
+    spaced = _spaces_to_vt(text) if need_spaced else None
+    return spaced or collapsed or text, collapsed or spaced or text
+
+
+def split_in_python(text: str, regexes: Sequence[str]) -> list[str]:
+    """`split` in Python: the reference the Rust splitter is tested against."""
     if not text:
         return []
     bounds = [(0, len(text))]
@@ -477,3 +504,157 @@ _CUSTOM: dict[str, Callable[[str, int, int], list[tuple[int, int]]]] = {
     REGEXES["qwen2"][0]: _llama3_like(1),
     "[^\\n]+|[\\n]+": _newlines,
 }
+# The Rust splitter's names for the hand-written matchers (`rust/pretokenize/llama.rs`).
+_CUSTOM_KINDS: dict[str, str] = {}
+_CUSTOM_KINDS.update({regex: {_gpt2: "gpt2", _newlines: "newlines"}.get(f, "") for regex, f in _CUSTOM.items()})
+_CUSTOM_KINDS.update({REGEXES["llama3"][0]: "llama3", REGEXES["qwen2"][0]: "qwen2",
+                      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+": "llama3"})
+
+
+# ---------------------------------------------------------------------------- the Rust splitter
+
+# Python's ASCII classes (re.ASCII), spelled out for Rust, whose are Unicode's.
+_ASCII_SHORTHANDS = {"s": "\\t\\n\\x0B\\x0C\\r ", "d": "0-9", "w": "0-9A-Za-z_"}
+_splitters: dict[tuple[str, ...], object] = {}
+
+
+def rust_splitter(regexes: Sequence[str]):
+    """A ``_core.LlamaSplitter`` for these regexes (made once), or None where one of them does
+    not translate to Rust's syntax or does not compile there (then `split_in_python` runs)."""
+    key = tuple(regexes)
+    if key not in _splitters:
+        from .. import _core
+
+        stages = []
+        for regex in key:
+            kind = _CUSTOM_KINDS.get(regex)
+            if kind is not None:
+                stages.append((kind, "", True))
+                continue
+            pattern, use_collapsed = _compile(regex)
+            translated = rust_regex(pattern.pattern)
+            if translated is None:
+                stages = None
+                break
+            stages.append(("regex", translated, use_collapsed))
+        splitter = None
+        if stages is not None:
+            try:
+                splitter = _core.LlamaSplitter(stages)
+            except ValueError:  # a construct Rust's regex engine does not take
+                splitter = None
+        _splitters[key] = splitter
+    return _splitters[key]
+
+
+def rust_regex(pattern: str) -> str | None:
+    """``pattern`` (Python ``re`` syntax with ASCII classes, as `_compile` gives it) in the syntax
+    of Rust's regex crate; None for constructs left untranslated (case folding, word
+    boundaries, back references, named groups). ``$`` is Python's: the end, or before a final
+    newline."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            atom = _escape(pattern, i, in_class=False)
+            if atom is None:
+                return None
+            text, _, i = atom
+            out.append(text)
+        elif c == "[":
+            cls = _class(pattern, i)
+            if cls is None:
+                return None
+            text, i = cls
+            out.append(text)
+        elif c == "$":
+            out.append("(?:\\z|(?=\\n\\z))")
+            i += 1
+        elif c == "(" and pattern.startswith("(?", i):
+            if not any(pattern.startswith(g, i) for g in ("(?:", "(?=", "(?!", "(?<=", "(?<!")):
+                return None
+            out.append("(")
+            i += 1
+        else:
+            out.append(_literal(c) if not c.isascii() or not c.isprintable() else c)
+            i += 1
+    return "".join(out)
+
+
+def _literal(c: str) -> str:
+    """One character as a Rust regex literal (in or out of a class)."""
+    if c.isascii() and not c.isalnum() and c != " " and c.isprintable():
+        return "\\" + c
+    if not c.isprintable() or c.isspace():
+        return f"\\x{{{ord(c):X}}}"
+    return c
+
+
+def _escape(pattern: str, i: int, *, in_class: bool) -> tuple[str, str | None, int] | None:
+    """The escape at ``pattern[i]`` (a backslash): (Rust text, the character it stands for if
+    it is one, index after it), or None if not translated."""
+    if i + 1 >= len(pattern):
+        return None
+    e = pattern[i + 1]
+    if e in _ASCII_SHORTHANDS:
+        members = _ASCII_SHORTHANDS[e]
+        return (members if in_class else f"[{members}]"), None, i + 2
+    if e.lower() in _ASCII_SHORTHANDS:
+        return f"[^{_ASCII_SHORTHANDS[e.lower()]}]", None, i + 2
+    simple = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+    if e in simple:
+        return _literal(simple[e]), simple[e], i + 2
+    if e == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", pattern[i + 2:i + 4]):
+        ch = chr(int(pattern[i + 2:i + 4], 16))
+        return _literal(ch), ch, i + 4
+    if e in "uU":
+        width = 4 if e == "u" else 8
+        digits = pattern[i + 2:i + 2 + width]
+        if not re.fullmatch(f"[0-9a-fA-F]{{{width}}}", digits):
+            return None
+        ch = chr(int(digits, 16))
+        return _literal(ch), ch, i + 2 + width
+    if not in_class and e in "AZ":
+        return ("\\A" if e == "A" else "\\z"), None, i + 2
+    if e.isascii() and not e.isalnum():
+        return _literal(e), e, i + 2
+    return None
+
+
+def _class(pattern: str, i: int) -> tuple[str, int] | None:
+    """The class at ``pattern[i]`` (a ``[``) in Rust's syntax, every literal escaped (there
+    ``[`` opens a nested class and ``--``, ``&&``, ``~~`` are set operations), and the index
+    after it."""
+    n = len(pattern)
+    j = i + 1
+    parts = ["["]
+    if j < n and pattern[j] == "^":
+        parts.append("^")
+        j += 1
+    first = True
+
+    def atom(k: int) -> tuple[str, str | None, int] | None:
+        if pattern[k] == "\\":
+            return _escape(pattern, k, in_class=True)
+        return _literal(pattern[k]), pattern[k], k + 1
+
+    while True:
+        if j >= n:
+            return None
+        if pattern[j] == "]" and not first:
+            parts.append("]")
+            return "".join(parts), j + 1
+        a = atom(j)
+        if a is None:
+            return None
+        text, char, j = a
+        if char is not None and j + 1 < n and pattern[j] == "-" and pattern[j + 1] != "]":
+            b = atom(j + 1)
+            if b is None or b[1] is None:
+                return None
+            parts.append(f"{_literal(char)}-{_literal(b[1])}")
+            j = b[2]
+        else:
+            parts.append(text)
+        first = False
