@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import _core, models
 from .._pickling import RustBacked
-from ..byte_level import bytes_to_token, token_to_bytes
+from ..byte_level import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_token, token_to_bytes
 from ..charsmap import PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
@@ -347,7 +347,18 @@ class LlamaBPE(_LlamaModel):
         name = _SCANNED.get(self.regexes)
         if name is None or not self.byte_encode or self.pre.escape_whitespaces:
             return None
-        return byte_level_model(_unique_vocab(self.vocab), pairs, name, ignore_merges=self.pre.ignore_merges)
+        # Only ASCII text reaches this model: tokens outside the byte alphabet (MPT's runs of
+        # raw spaces, user-defined tokens cut out before) and the merges that use them cannot
+        # take part, and a byte without a token (MPT lacks 0xC0, 0xC1, 0xF5-0xFF) is not ASCII;
+        # such a byte gets an id past the vocabulary's, never given out.
+        vocab = {t: i for t, i in _unique_vocab(self.vocab).items() if all(c in CHAR_TO_BYTE for c in t)}
+        pairs = [(a, b) for a, b in pairs if a in vocab and b in vocab and a + b in vocab]
+        unused = max(self.vocab.ids.values(), default=-1) + 1
+        for b in range(128, 256):
+            if BYTE_TO_CHAR[b] not in vocab:
+                vocab[BYTE_TO_CHAR[b]] = unused
+                unused += 1
+        return byte_level_model(vocab, pairs, name, ignore_merges=self.pre.ignore_merges)
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
         if self._ascii_fast is None:
