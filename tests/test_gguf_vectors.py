@@ -258,3 +258,30 @@ def test_ascii_fast_path_gives_the_general_paths_ids(name):
     finally:
         model._ascii_fast = fast
     assert quick == general
+
+
+def test_bert_words_and_pieces_match_the_character_loop():
+    """llama.cpp's BERT vocabularies: words made by one translate table and matched by the Rust
+    WordPiece model give what the character-by-character loop and the Python longest match
+    give, on random text of accents, marks, controls, punctuation, CJK and every kind of
+    whitespace (str.split's own included)."""
+    import random
+
+    tok = tokenizer("bert-bge")
+    model = tok.pipeline.model
+    assert model._word_pieces is not None
+    rng = random.Random(5)
+    alphabet = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789 .,;:!?'\"()-$+<=>^`|~@#%&*_/\\\t\n\r") + [
+        "é", "É", "Å", "\u0301", "ñ", "İ", "ß", "Σ", "ς", "中", "文", "가", "ア", "\u00a0", "\u3000", "\u2028", "\u0085",
+        "\x1c", "\x1f", "\x00", "\ufffd", "\u200b", "€", "©", "½", "٣", "😀", "\u0378", "ǅ", "ﬁ", "…", "“", "—"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80))) for _ in range(2000)]
+    for text in texts:
+        assert text.translate(model._word_chars).split() == model._words(text), repr(text)
+    quick = [tok.encode(t, add_special_tokens=False) for t in texts]
+    pieces = model._word_pieces
+    try:
+        model._word_pieces = None
+        slow = [tok.encode(t, add_special_tokens=False) for t in texts]
+    finally:
+        model._word_pieces = pieces
+    assert quick == slow

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import _core, models
+from .._char_table import CharTable
 from .._pickling import RustBacked
 from ..byte_level import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_token, token_to_bytes
 from ..charsmap import PrecompiledCharsmap
@@ -419,8 +420,32 @@ class LlamaWPM(_LlamaModel):
         self.unk_id = unk_id
         self.lowercase, self.strip_accents = lowercase, strip_accents
         self._max_len = max(map(len, vocab.tokens), default=0)
+        self._make_word_pieces()
+
+    _RUST_FIELDS = ("_cut_finder", "_word_pieces", "_word_chars")
+
+    def _make_rust(self) -> None:
+        super()._make_rust()
+        self._make_word_pieces()
+
+    def _make_word_pieces(self) -> None:
+        """The Rust WordPiece model doing this longest match (no continuation prefix, no length
+        limit: the ``▁`` goes in front of each word), and the table that makes the words (see
+        `_word_char`); the model None where the unknown token's string names another id."""
+        ids = self.vocab.ids
+        unk = self.vocab.tokens[self.unk_id] if 0 <= self.unk_id < len(self.vocab.tokens) else None
+        self._word_pieces = None
+        if unk is not None and ids.get(unk) == self.unk_id:
+            self._word_pieces = _core.WordPieceModel(list(ids.items()), unk, "", 1 << 62)
+        self._word_chars = CharTable(self._word_char)
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
+        if self._word_pieces is not None:
+            # Words: the table maps each character to what `_words` does with it, so that
+            # splitting the translated text at spaces gives the same words, in one C pass.
+            words = text.translate(self._word_chars).split()
+            out.extend(self._word_pieces.encode_words([SPACE + w for w in words]))
+            return
         ids = self.vocab.ids
         for word in self._words(text):
             word = SPACE + word
@@ -438,7 +463,31 @@ class LlamaWPM(_LlamaModel):
             if len(out) == start:
                 out.append(self.unk_id)
 
+    def _word_char(self, cp: int) -> str:
+        """What `_words` makes of one character: " " for whitespace (a word ends), "" for what it
+        drops, the character set apart by spaces for punctuation and CJK (a word of its own),
+        else the character, lowercased and without accents as asked. (No other character
+        `str.split` takes for whitespace comes out: those outside llama.cpp's whitespace,
+        U+001C-U+001F, are controls, dropped.)"""
+        c = chr(cp)
+        if self.strip_accents:
+            c = unicodedata.normalize("NFD", c)[0]
+        f = llama_cpp_pre.flags(c)
+        if f & llama_cpp_pre.WHITESPACE:
+            return " "
+        if c in ("\0", "\ufffd") or f & llama_cpp_pre.CONTROL:
+            return ""
+        if self.strip_accents and f & llama_cpp_pre.MARK:
+            return ""
+        if self.lowercase:
+            c = _simple_lower(c)
+        if f & llama_cpp_pre.PUNCTUATION or (ord(c) < 0x7F and f & llama_cpp_pre.SYMBOL) or _is_chinese(ord(c)):
+            return f" {c} "
+        return c
+
     def _words(self, text: str) -> list[str]:
+        """The words of ``text`` as llama.cpp's WPM tokenizer makes them, character by
+        character (the reference of `_word_char`)."""
         words, current = [], []
         for c in text:
             if self.strip_accents:

@@ -241,7 +241,8 @@ def copies(text: str, regexes: Sequence[str]) -> tuple[str, str]:
     if text.isascii():
         return text, text
     need_spaced = any(regex not in _CUSTOM and not _compile(regex)[1] for regex in regexes)
-    need_collapsed = any(regex in _CUSTOM or _compile(regex)[1] for regex in regexes)
+    # (The newline splitter needs neither: it only looks for "\n".)
+    need_collapsed = any(_CUSTOM_KINDS[regex] != "newlines" if regex in _CUSTOM else _compile(regex)[1] for regex in regexes)
     collapsed = _collapse(text) if need_collapsed else None
     spaced = _spaces_to_vt(text) if need_spaced else None
     return spaced or collapsed or text, collapsed or spaced or text
