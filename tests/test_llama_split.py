@@ -3,6 +3,7 @@ the Python reference (``llama_cpp_pre.split_in_python``), and GGUF vocabularies 
 through it against the Python path, on real text."""
 
 import random
+import zlib
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_every_pre_tokenizer_has_a_rust_splitter():
 @pytest.mark.parametrize("name", sorted(llama_cpp_pre.REGEXES))
 def test_rust_splits_as_python(name):
     regexes = llama_cpp_pre.REGEXES[name]
-    for text in random_texts(hash(name) % 1000, 150) + ["", " ", "a", "\n", "'s", " \u3000 ", "1234567"]:
+    for text in random_texts(zlib.crc32(name.encode()), 150) + ["", " ", "a", "\n", "'s", " \u3000 ", "1234567"]:
         assert llama_cpp_pre.split(text, regexes) == llama_cpp_pre.split_in_python(text, regexes), repr(text)
 
 
@@ -52,6 +53,22 @@ def test_regex_translation():
     # boundaries, back references, named groups.
     for pattern in ("(?i:'s)", r"\bx", r"(a)\1", "(?P<x>a)"):
         assert llama_cpp_pre.rust_regex(pattern) is None
+    # Python's \< and \> are the characters; fancy-regex's are word boundaries.
+    assert llama_cpp_pre.split("a<b c>d", ("\\<", "\\>")) == ["a", "<", "b c", ">", "d"]
+
+
+def test_regexes_matching_nothing_stay_in_python():
+    # After an empty match at p, Python's finditer may still match "a" at p; Rust's moves on.
+    assert llama_cpp_pre.rust_splitter(("(?=a)|a",)) is None
+    assert llama_cpp_pre.split("bab", ("(?=a)|a",)) == ["b", "a", "b"]
+
+
+def test_a_million_character_run_falls_back_to_python():
+    # fancy-regex's backtracking stack holds about a million entries: a regex with lookaround
+    # over a longer run fails in Rust, and Python's `re` splits it.
+    for name, text in (("gpt4o", " " * 1_100_000 + "x"), ("deepseek3_llm", "=" * 1_100_000)):
+        regexes = llama_cpp_pre.REGEXES[name]
+        assert llama_cpp_pre.split(text, regexes) == llama_cpp_pre.split_in_python(text, regexes)
 
 
 def _sample(name, size):

@@ -38,7 +38,9 @@ pub struct UnigramModel {
     /// (made on first use). Looking each span up in `pieces` hashed it at every start for
     /// every length up to the longest piece: sentencepiece was 5x faster.
     edges: std::sync::OnceLock<Option<Edges>>,
-    /// Whether the lattice falls apart at each `▁` (no piece has one past its first character).
+    /// Whether words are remembered (see the module's comment): the lattice falls apart at each
+    /// `▁` (no piece has one past its first character), and no score is above 0 (the
+    /// rounding bound of `holds_from` takes a path's partial sums to grow in one direction).
     cuts_at_spaces: bool,
     /// Tells this model's remembered segments from other models' (see `with_segment_cache`).
     uid: u64,
@@ -75,10 +77,11 @@ struct Segment {
 /// Segments of more bytes are not remembered (runs of text without spaces: CJK).
 const MAX_SEGMENT_BYTES: usize = 128;
 /// A thread's remembered segments per model, and the ids (or scores) they hold, before it starts
-/// over (about 30 MB at most). 5 MB of English text has 120,000 distinct segments of 2 million ids
-/// and scores for a small vocabulary.
+/// over: at most about 45 MB (the map 16 MB, ids 8 MB, scores 16 MB, front 1 MB, arenas at
+/// twice their bound after growing). 5 MB of English text has 120,000 distinct segments of a
+/// million ids for a vocabulary of 1,000 pieces (fewer for larger ones).
 const MAX_SEGMENTS: usize = 1 << 17;
-const MAX_SEGMENT_IDS: usize = 1 << 21;
+const MAX_SEGMENT_IDS: usize = 1 << 20;
 const SEGMENT_FRONT_BITS: u32 = 14;
 /// A front slot's filler (its key, 0, is no segment's: a key's top byte is its length).
 const EMPTY_SEGMENT: Segment = Segment { ids: (0, 0), scores: (0, 0), score: 0.0, margin: 0.0, chars: 0, unk_first: false, unk_last: false, usable: false };
@@ -224,7 +227,8 @@ impl UnigramModel {
             None
         };
         let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
-        let cuts_at_spaces = map.iter().all(|(piece, p)| !p.1.is_finite() || !piece.chars().skip(1).any(|c| c == SPACE_MARK));
+        let cuts_at_spaces = unk_score <= 0.0
+            && map.iter().all(|(piece, p)| !p.1.is_finite() || (p.1 <= 0.0 && !piece.chars().skip(1).any(|c| c == SPACE_MARK)));
         let uid = crate::models::bpe::next_model_uid();
         Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid })
     }
@@ -273,7 +277,8 @@ impl UnigramModel {
             let best = self.viterbi(edges, text, 0.0);
             return self.emit(text, &best, out, &mut prev_unk);
         }
-        with_segment_cache(self.uid, |cache| {
+        let first = out.len();
+        let score = with_segment_cache(self.uid, |cache| {
             // The score of the best path so far, as the whole text's Viterbi has it at the start
             // of the current segment (every path passes there).
             let mut score = 0.0;
@@ -311,8 +316,16 @@ impl UnigramModel {
                 score = best[segment.len()].0;
                 self.emit(segment, &best, out, &mut prev_unk)?;
             }
-            Ok(())
-        })
+            Ok(score)
+        })?;
+        if !score.is_finite() {
+            // Sums that overflowed (scores near the float's limit): every path then scores the
+            // same, and which one the whole text's Viterbi keeps is not a word's business.
+            out.truncate(first);
+            let best = self.viterbi(edges, text, 0.0);
+            return self.emit(text, &best, out, &mut false);
+        }
+        Ok(())
     }
 
     /// Calls `edge(start, end, score, id)` for every edge of the lattice of `text`, in order of
@@ -715,5 +728,33 @@ mod tests {
         assert!(!m.cuts_at_spaces);
         // Cut at the `▁`, "a▁a" would be a + ▁ + a (-3).
         assert_eq!(m.encode_words(["a▁a"]).unwrap(), vec![2]);
+    }
+
+    #[test]
+    fn positive_scores_keep_the_lattice_whole() {
+        // Partial sums that swing by 2^20 round by far more than the words' scores suggest
+        // ("a" + "b" cancel): the remembered path of "▁abc" would be trusted wrongly.
+        let f = |x: f64| x as f32 as f64;
+        let pieces = vec![("d".to_string(), 1, f(-0.89)), ("▁abc".into(), 2, -1.0), ("▁".into(), 3, 0.0), ("a".into(), 4, 1048576.0), ("b".into(), 5, -1048576.0), ("c".into(), 6, -1.0 - 2f64.powi(-17))];
+        let m = UnigramModel::new(pieces, Some(0), false, true).unwrap().with_float32_scores(true);
+        assert!(!m.cuts_at_spaces);
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        m.encode_word("d▁abc", &mut fast).unwrap();
+        m.encode_word_by_lookup("d▁abc", &mut slow).unwrap();
+        assert_eq!(fast, slow);
+        assert_eq!(fast, vec![1, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn overflowing_sums_give_the_whole_texts_path() {
+        let pieces = vec![("▁".to_string(), 1, -2e38), ("a".into(), 2, -1.0), ("b".into(), 3, -1.0)];
+        let m = UnigramModel::new(pieces, Some(0), false, true).unwrap().with_float32_scores(true);
+        assert!(m.cuts_at_spaces);
+        for text in ["a▁a▁b", "▁a▁a▁a▁b▁", "ab"] {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            m.encode_word(text, &mut fast).unwrap();
+            m.encode_word_by_lookup(text, &mut slow).unwrap();
+            assert_eq!(fast, slow, "{text:?}");
+        }
     }
 }

@@ -207,29 +207,32 @@ impl PyBpeModel {
     /// `splitter` finds (on `spaced` and `collapsed`, copies of `text` aligned with it character
     /// for character, see `LlamaSplitter`), each in byte characters, cut around the characters
     /// of `missing` (bytes without a token, which llama.cpp drops), encoded apart.
-    fn encode_llama<'py>(&self, py: Python<'py>, splitter: PyRef<'py, PyLlamaSplitter>, text: &str, spaced: &str, collapsed: &str, missing: Vec<char>) -> PyResult<Bound<'py, PyList>> {
+    fn encode_llama<'py>(&self, py: Python<'py>, splitter: PyRef<'py, PyLlamaSplitter>, text: &str, spaced: &str, collapsed: &str, missing: &str) -> PyResult<Bound<'py, PyList>> {
         let splitter = &splitter.inner;
         let ids = py.allow_threads(|| {
             guard(|| {
+                let table = byte_level_chars();
+                let mut dropped = [false; 256];
+                for (b, c) in table.iter().enumerate() {
+                    dropped[b] = missing.contains(*c);
+                }
                 let bounds = splitter.split(spaced, collapsed)?;
                 let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
                 byte_at.push(text.len());
                 if byte_at.len() != spaced.chars().count() + 1 {
                     return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
                 }
-                let table = byte_level_chars();
                 let mut words: Vec<String> = Vec::with_capacity(bounds.len());
                 let mut word = String::new();
                 for (s, e) in bounds {
                     word.clear();
                     for &b in text[byte_at[s]..byte_at[e]].as_bytes() {
-                        let c = table[b as usize];
-                        if missing.contains(&c) {
+                        if dropped[b as usize] {
                             if !word.is_empty() {
                                 words.push(std::mem::take(&mut word));
                             }
                         } else {
-                            word.push(c);
+                            word.push(table[b as usize]);
                         }
                     }
                     if !word.is_empty() {

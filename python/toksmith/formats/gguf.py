@@ -327,6 +327,7 @@ class LlamaBPE(_LlamaModel):
         # llama.cpp; they also stop merges across them, so a word is split around them.
         self._missing = frozenset(c for b in range(256) if (c := bytes_to_token(bytes([b]))) not in vocab.ids) \
             if self.byte_encode else frozenset()
+        self._missing_chars = "".join(sorted(self._missing))
         self._core = models.BPE(_unique_vocab(vocab), pairs, byte_fallback=not self.byte_encode,
                                 ignore_merges=pre.ignore_merges)
         self._ascii_fast = self._ascii_fast_path(self.merges)
@@ -381,10 +382,10 @@ class LlamaBPE(_LlamaModel):
                 # Splitting, byte characters and merging in one Rust call.
                 spaced, collapsed = llama_cpp_pre.copies(text, self.regexes)
                 try:
-                    out.extend(self._core._core.encode_llama(splitter, text, spaced, collapsed, list(self._missing)))
+                    out.extend(self._core._core.encode_llama(splitter, text, spaced, collapsed, self._missing_chars))
                     return
-                except UnicodeEncodeError:  # lone surrogates: no UTF-8 for Rust, the Python path
-                    pass
+                except (UnicodeEncodeError, EncodeError):
+                    pass  # lone surrogates, or a regex's backtracking stack overflowed: the Python path
         if self.pre.escape_whitespaces:
             text = text.replace(" ", SPACE)
         words = llama_cpp_pre.split(text, self.regexes)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .._char_table import TABLE_LIMIT, CharTable
-from ..errors import FormatError
+from ..errors import EncodeError, FormatError
 
 # Character categories as llama.cpp flags them (one general category each, plus whitespace).
 UNDEFINED, NUMBER, LETTER, SEPARATOR, MARK, PUNCTUATION, SYMBOL, CONTROL = 1, 2, 4, 8, 16, 32, 64, 128
@@ -228,7 +228,9 @@ def split(text: str, regexes: Sequence[str]) -> list[str]:
         spaced, collapsed = copies(text, regexes)
         try:
             b = splitter.split(spaced, collapsed)
-        except UnicodeEncodeError:  # lone surrogates: no UTF-8 for Rust
+        except (UnicodeEncodeError, EncodeError):
+            # Lone surrogates (no UTF-8 for Rust), or a regex with lookaround over a run of
+            # about a million characters (fancy-regex's backtracking stack): Python's `re`.
             return split_in_python(text, regexes)
         return [text[b[i]:b[i + 1]] for i in range(0, len(b), 2)]
     return split_in_python(text, regexes)
@@ -533,7 +535,9 @@ def rust_splitter(regexes: Sequence[str]):
                 stages.append((kind, "", True))
                 continue
             pattern, use_collapsed = _compile(regex)
-            translated = rust_regex(pattern.pattern)
+            # (After an empty match Python's finditer may still match at the same place, and
+            # Rust's moves on: regexes that can match nothing stay in Python.)
+            translated = rust_regex(pattern.pattern) if _never_empty(pattern.pattern) else None
             if translated is None:
                 stages = None
                 break
@@ -546,6 +550,19 @@ def rust_splitter(regexes: Sequence[str]):
                 splitter = None
         _splitters[key] = splitter
     return _splitters[key]
+
+
+def _never_empty(pattern: str) -> bool:
+    """Whether every match of ``pattern`` has a character at least (its shortest width, from
+    Python's own regex parser)."""
+    try:
+        from re import _parser  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_parse as _parser
+    try:
+        return _parser.parse(pattern, re.ASCII).getwidth()[0] > 0
+    except Exception:  # noqa: BLE001 - an unparsable pattern is not translated
+        return False
 
 
 def rust_regex(pattern: str) -> str | None:
@@ -584,7 +601,10 @@ def rust_regex(pattern: str) -> str | None:
 
 
 def _literal(c: str) -> str:
-    """One character as a Rust regex literal (in or out of a class)."""
+    """One character as a Rust regex literal (in or out of a class). ``\\<`` and ``\\>`` are word
+    boundaries in fancy-regex, so those two are written by their code."""
+    if c in "<>":
+        return f"\\x{{{ord(c):X}}}"
     if c.isascii() and not c.isalnum() and c != " " and c.isprintable():
         return "\\" + c
     if not c.isprintable() or c.isspace():
