@@ -368,12 +368,19 @@ class LlamaBPE(_LlamaModel):
         elif text.isascii():
             out.extend(self._ascii_fast.encode_ordinary(text))
         else:
-            # Lines apart, where no word can span the cut, so the ASCII ones take the fast path.
+            # Lines apart, where no word can span the cut, so the ASCII ones take the fast path;
+            # consecutive other lines go to the general path together (one call, not one each).
+            others: list[str] = []
             for piece in _SAFE_LINE_CUT.split(text):
                 if piece.isascii():
+                    if others:
+                        self._encode_general("".join(others), out)
+                        others = []
                     out.extend(self._ascii_fast.encode_ordinary(piece))
                 else:
-                    self._encode_general(piece, out)
+                    others.append(piece)
+            if others:
+                self._encode_general("".join(others), out)
 
     def _encode_general(self, text: str, out: list[int]) -> None:
         if self.byte_encode and not self.pre.escape_whitespaces and self.pre.type != "gemma4":
