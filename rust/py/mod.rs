@@ -203,6 +203,25 @@ impl PyBpeModel {
         .map(PyBpeModel::wrap)
     }
 
+    /// The words `splitter` finds in `text` (see `encode_llama`), each encoded apart by this
+    /// byte-level model: llama.cpp's byte-level BPE without the byte characters, for
+    /// vocabularies whose every byte that UTF-8 uses has a token.
+    fn encode_split<'py>(&self, py: Python<'py>, splitter: PyRef<'py, PyLlamaSplitter>, text: &str, spaced: &str, collapsed: &str) -> PyResult<Bound<'py, PyList>> {
+        let splitter = &splitter.inner;
+        let ids = py.allow_threads(|| {
+            guard(|| {
+                let bounds = splitter.split(spaced, collapsed)?;
+                let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+                byte_at.push(text.len());
+                if byte_at.len() != spaced.chars().count() + 1 {
+                    return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
+                }
+                self.inner.encode_words(bounds.into_iter().map(|(s, e)| &text[byte_at[s]..byte_at[e]]))
+            })
+        })?;
+        self.to_list(py, &ids)
+    }
+
     /// llama.cpp's byte-level BPE of `text` (a model over GPT-2's byte characters): the words
     /// `splitter` finds (on `spaced` and `collapsed`, copies of `text` aligned with it character
     /// for character, see `LlamaSplitter`), each in byte characters, cut around the characters

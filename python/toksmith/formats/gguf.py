@@ -300,6 +300,10 @@ _SCANNED = {llama_cpp_pre.REGEXES["gpt2"]: "gpt2", llama_cpp_pre.REGEXES["llama3
             llama_cpp_pre.REGEXES["qwen2"]: "qwen2"}
 
 
+# Bytes that UTF-8 never uses: a vocabulary may lack their tokens and still encode any text.
+_NEVER_IN_UTF8 = frozenset(BYTE_TO_CHAR[b] for b in (0xC0, 0xC1, *range(0xF5, 0x100)))
+
+
 class LlamaBPE(_LlamaModel):
     """llama.cpp's ``gpt2`` (byte-level BPE with ranked merges after a regex pre-tokenizer)
     and ``gemma4`` (the same on raw UTF-8, spaces as ``▁``, byte tokens ``<0xAB>``) vocabularies."""
@@ -330,29 +334,42 @@ class LlamaBPE(_LlamaModel):
         self._missing_chars = "".join(sorted(self._missing))
         self._core = models.BPE(_unique_vocab(vocab), pairs, byte_fallback=not self.byte_encode,
                                 ignore_merges=pre.ignore_merges)
-        self._ascii_fast = self._ascii_fast_path(self.merges)
+        self._make_byte_model()
 
-    _RUST_FIELDS = ("_cut_finder", "_ascii_fast")
+    _RUST_FIELDS = ("_cut_finder", "_ascii_fast", "_byte_model")
 
     def _make_rust(self) -> None:
         super()._make_rust()
-        self._ascii_fast = self._ascii_fast_path(self.merges)
+        self._make_byte_model()
 
-    def _ascii_fast_path(self, pairs):
-        """For a pre-tokenizer of one regex that toksmith's Rust scanners reproduce (GPT-2's,
-        Llama 3's, Qwen 2's), a byte-level Rust model that splits and merges ASCII text in one
-        call: llama.cpp's hand-written matchers, written again in Python here, cost ~1 µs per
-        character. Only for ASCII, where llama.cpp's Unicode tables cannot differ from the
-        scanners'; None where the vocabulary is not plain byte-level BPE (then the general path)."""
+    def _make_byte_model(self) -> None:
+        """`_byte_model`: the vocabulary as a byte-level Rust model (see `_byte_level_model`), kept
+        where every byte UTF-8 uses has a token; then the words of any text are encoded from
+        their bytes, without byte characters. `_ascii_fast`: the same model for a pre-tokenizer of
+        one regex that toksmith's Rust scanners reproduce (GPT-2's, Llama 3's, Qwen 2's), which
+        splits and merges ASCII text in one call: only ASCII, where llama.cpp's Unicode tables
+        cannot differ from the scanners'."""
+        model = self._byte_level_model(self.merges)
+        self._ascii_fast = model if self.regexes in _SCANNED else None
+        # Falcon and StarCoder lack a lead byte of 4-byte characters (0xF2, 0xF1: planes 4-11,
+        # unassigned): text below the first such character may still take the byte model.
+        lead = sorted(CHAR_TO_BYTE[c] for c in self._missing - _NEVER_IN_UTF8)
+        usable = model is not None and all(0xF1 <= b <= 0xF4 for b in lead)
+        self._byte_model = model if usable else None
+        self._byte_model_below = chr(0x40000 * (lead[0] - 0xF0)) if usable and lead else None
+
+    def _byte_level_model(self, pairs):
+        """A byte-level Rust model of this vocabulary (behind the scanner of its regex if it has
+        one); None where the vocabulary is not byte-level BPE (then the general path)."""
         from ..fast_path import byte_level_model
 
-        name = _SCANNED.get(self.regexes)
-        if name is None or not self.byte_encode or self.pre.escape_whitespaces:
+        if not self.byte_encode or self.pre.escape_whitespaces:
             return None
-        # Only ASCII text reaches this model: tokens outside the byte alphabet (MPT's runs of
-        # raw spaces, user-defined tokens cut out before) and the merges that use them cannot
-        # take part, and a byte without a token (MPT lacks 0xC0, 0xC1, 0xF5-0xFF) is not ASCII;
-        # such a byte gets an id past the vocabulary's, never given out.
+        name = _SCANNED.get(self.regexes, "gpt2")
+        # Tokens outside the byte alphabet (MPT's runs of raw spaces, user-defined tokens cut out
+        # before) and the merges that use them cannot take part in byte-level merging, and a byte
+        # without a token gets an id past the vocabulary's, never given out: only ASCII text
+        # reaches the model then, or text whose bytes all have tokens (`_byte_model`).
         vocab = {t: i for t, i in _unique_vocab(self.vocab).items() if all(c in CHAR_TO_BYTE for c in t)}
         pairs = [(a, b) for a, b in pairs if a in vocab and b in vocab and a + b in vocab]
         unused = max(self.vocab.ids.values(), default=-1) + 1
@@ -389,7 +406,10 @@ class LlamaBPE(_LlamaModel):
                 # Splitting, byte characters and merging in one Rust call.
                 spaced, collapsed = llama_cpp_pre.copies(text, self.regexes)
                 try:
-                    out.extend(self._core._core.encode_llama(splitter, text, spaced, collapsed, self._missing_chars))
+                    if self._byte_model is not None and (self._byte_model_below is None or max(text) < self._byte_model_below):
+                        out.extend(self._byte_model.encode_split(splitter, text, spaced, collapsed))
+                    else:
+                        out.extend(self._core._core.encode_llama(splitter, text, spaced, collapsed, self._missing_chars))
                     return
                 except (UnicodeEncodeError, EncodeError):
                     pass  # lone surrogates, or a regex's backtracking stack overflowed: the Python path
