@@ -44,6 +44,9 @@ pub struct UnigramModel {
     cuts_at_spaces: bool,
     /// Tells this model's remembered segments from other models' (see `with_segment_cache`).
     uid: u64,
+    /// The score of each piece by id (NaN for ids that are no lattice piece): the scores of a
+    /// remembered path without unknown characters, summed again from its ids.
+    id_scores: Vec<f64>,
 }
 
 /// SentencePiece's (and Metaspace's) mark of a space.
@@ -58,8 +61,12 @@ struct Segment {
     /// fallback, else as the unknown id, consecutive ones fused), given that the id before is not
     /// an unknown.
     ids: (u32, u32),
-    /// Where the score of each piece of its path is, in order (unknown characters included).
+    /// Where the score of each piece of its path is, in order, for a path with an unknown
+    /// character (its ids are then not its pieces); empty otherwise (the ids' scores are the
+    /// model's `id_scores`).
     scores: (u32, u32),
+    /// The pieces of its path.
+    pieces: u32,
     /// The path's score, and how far below it the second best path's is (infinite if none).
     score: f64,
     margin: f64,
@@ -77,14 +84,15 @@ struct Segment {
 /// Segments of more bytes are not remembered (runs of text without spaces: CJK).
 const MAX_SEGMENT_BYTES: usize = 128;
 /// A thread's remembered segments per model, and the ids (or scores) they hold, before it starts
-/// over: at most about 45 MB (the map 16 MB, ids 8 MB, scores 16 MB, front 1 MB, arenas at
-/// twice their bound after growing). 5 MB of English text has 120,000 distinct segments of a
-/// million ids for a vocabulary of 1,000 pieces (fewer for larger ones).
+/// over: at most about 50 MB (the map 16 MB, ids 16 MB, scores of the words with unknown
+/// characters, front 1 MB; arenas at up to twice their bound after growing). 5 MB of English
+/// text has 120,000 distinct segments of a million ids for a vocabulary of 1,000 pieces (fewer
+/// for larger ones).
 const MAX_SEGMENTS: usize = 1 << 17;
-const MAX_SEGMENT_IDS: usize = 1 << 20;
+const MAX_SEGMENT_IDS: usize = 1 << 21;
 const SEGMENT_FRONT_BITS: u32 = 14;
 /// A front slot's filler (its key, 0, is no segment's: a key's top byte is its length).
-const EMPTY_SEGMENT: Segment = Segment { ids: (0, 0), scores: (0, 0), score: 0.0, margin: 0.0, chars: 0, unk_first: false, unk_last: false, usable: false };
+const EMPTY_SEGMENT: Segment = Segment { ids: (0, 0), scores: (0, 0), pieces: 0, score: 0.0, margin: 0.0, chars: 0, unk_first: false, unk_last: false, usable: false };
 /// Models whose segments a thread keeps at once.
 const SEGMENT_CACHES_PER_THREAD: usize = 4;
 
@@ -102,7 +110,7 @@ struct SegmentCache {
     scores: Vec<f64>,
     /// `best_of_segment`'s lattice and path, kept for the next segment.
     lattice: Vec<(f64, f64, usize, Option<u32>, f64)>,
-    path: Vec<(usize, usize, Option<u32>)>,
+    path: Vec<(usize, usize, Option<u32>, f64)>,
 }
 
 impl SegmentCache {
@@ -230,7 +238,19 @@ impl UnigramModel {
         let cuts_at_spaces = unk_score <= 0.0
             && map.iter().all(|(piece, p)| !p.1.is_finite() || (p.1 <= 0.0 && !piece.chars().skip(1).any(|c| c == SPACE_MARK)));
         let uid = crate::models::bpe::next_model_uid();
-        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid })
+        let mut id_scores = Vec::new();
+        let mut cuts_at_spaces = cuts_at_spaces;
+        if cuts_at_spaces {
+            for &(id, score) in map.values().filter(|p| p.1.is_finite()) {
+                if id_scores.len() <= id as usize {
+                    id_scores.resize(id as usize + 1, f64::NAN);
+                }
+                // (Two pieces of one id and different scores: an id does not tell its score.)
+                cuts_at_spaces &= id_scores[id as usize].is_nan() || id_scores[id as usize] == score;
+                id_scores[id as usize] = score;
+            }
+        }
+        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid, id_scores })
     }
 
     /// SentencePiece's arithmetic: path scores are f32, each step an f32 addition.
@@ -307,7 +327,11 @@ impl UnigramModel {
                     if holds {
                         let skip = (prev_unk && known.unk_first && self.fuse_unk) as usize;
                         out.extend_from_slice(&cache.ids(&known)[skip..]);
-                        score = cache.scores(&known).iter().fold(score, |sum, &piece| self.add(sum, piece));
+                        score = if known.scores.1 > 0 {
+                            cache.scores(&known).iter().fold(score, |sum, &piece| self.add(sum, piece))
+                        } else {
+                            cache.ids(&known).iter().fold(score, |sum, &id| self.add(sum, self.id_scores[id as usize]))
+                        };
                         prev_unk = known.unk_last;
                         continue;
                     }
@@ -392,22 +416,24 @@ impl UnigramModel {
         });
         let (score, second, ..) = best[text.len()];
         // The path's pieces, from the last back to the first.
-        let scores_from = cache.scores.len();
         let mut path = std::mem::take(&mut cache.path);
         path.clear();
         let mut i = text.len();
         while i > 0 {
             let (_, _, start, id, piece_score) = best[i];
-            path.push((start, i, id));
-            cache.scores.push(piece_score);
+            path.push((start, i, id, piece_score));
             i = start;
         }
-        cache.scores[scores_from..].reverse();
+        // Scores kept only where the ids are not the pieces (an unknown character).
+        let scores_from = cache.scores.len();
+        if path.iter().any(|p| p.2.is_none()) {
+            cache.scores.extend(path.iter().rev().map(|p| p.3));
+        }
         // Its ids, as `emit` gives them.
         let ids_from = cache.ids.len();
         let mut usable = true;
         let mut unk_last = false;
-        for &(start, end, id) in path.iter().rev() {
+        for &(start, end, id, _) in path.iter().rev() {
             match (id, &self.byte_ids, self.unk) {
                 (Some(id), ..) => {
                     cache.ids.push(id);
@@ -427,10 +453,11 @@ impl UnigramModel {
             }
         }
         let unk_first = self.byte_ids.is_none() && path.last().is_some_and(|p| p.2.is_none());
-        (cache.lattice, cache.path) = (best, path);
         let ids = (ids_from as u32, (cache.ids.len() - ids_from) as u32);
         let scores = (scores_from as u32, (cache.scores.len() - scores_from) as u32);
-        Segment { ids, scores, score, margin: score - second, chars: text.chars().count() as u32, unk_first, unk_last, usable }
+        let pieces = path.len() as u32;
+        (cache.lattice, cache.path) = (best, path);
+        Segment { ids, scores, pieces, score, margin: score - second, chars: text.chars().count() as u32, unk_first, unk_last, usable }
     }
 
     /// Whether the whole text's Viterbi, having reached `score` at the start of the segment,
@@ -444,7 +471,7 @@ impl UnigramModel {
             return false;
         }
         let unit = if self.float32_scores { (f32::EPSILON / 2.0) as f64 } else { f64::EPSILON / 2.0 };
-        let pieces = (segment.chars + segment.scores.1 + 2) as f64;
+        let pieces = (segment.chars + segment.pieces + 2) as f64;
         segment.margin > 4.0 * pieces * unit * (score.abs() + segment.score.abs() + 1.0)
     }
 
