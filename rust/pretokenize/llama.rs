@@ -131,6 +131,19 @@ impl LlamaSplitter {
     }
 }
 
+impl LlamaSplitter {
+    /// The words of `text` itself, `spaced` and `collapsed` being its copies (see `split`).
+    pub fn words<'t>(&self, text: &'t str, spaced: &str, collapsed: &str) -> Result<Vec<&'t str>> {
+        let bounds = self.split(spaced, collapsed)?;
+        let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        byte_at.push(text.len());
+        if byte_at.len() != spaced.chars().count() + 1 {
+            return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
+        }
+        Ok(bounds.into_iter().map(|(s, e)| &text[byte_at[s]..byte_at[e]]).collect())
+    }
+}
+
 /// The matches of `regex` in the piece [s, e) and the text between them, in order.
 fn split_by_regex(regex: &Regex, subject: &Subject, s: usize, e: usize, out: &mut Vec<(usize, usize)>) -> Result<()> {
     let from = subject.byte_at[s] as usize;

@@ -210,13 +210,8 @@ impl PyBpeModel {
         let splitter = &splitter.inner;
         let ids = py.allow_threads(|| {
             guard(|| {
-                let bounds = splitter.split(spaced, collapsed)?;
-                let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-                byte_at.push(text.len());
-                if byte_at.len() != spaced.chars().count() + 1 {
-                    return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
-                }
-                self.inner.encode_words(bounds.into_iter().map(|(s, e)| &text[byte_at[s]..byte_at[e]]))
+                let words = splitter.words(text, spaced, collapsed)?;
+                self.inner.encode_words(words)
             })
         })?;
         self.to_list(py, &ids)
@@ -235,17 +230,12 @@ impl PyBpeModel {
                 for (b, c) in table.iter().enumerate() {
                     dropped[b] = missing.contains(*c);
                 }
-                let bounds = splitter.split(spaced, collapsed)?;
-                let mut byte_at: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-                byte_at.push(text.len());
-                if byte_at.len() != spaced.chars().count() + 1 {
-                    return Err(Error::new(ErrorKind::Encode, "the copies of the text differ from it in length".to_string()));
-                }
-                let mut words: Vec<String> = Vec::with_capacity(bounds.len());
+                let found = splitter.words(text, spaced, collapsed)?;
+                let mut words: Vec<String> = Vec::with_capacity(found.len());
                 let mut word = String::new();
-                for (s, e) in bounds {
+                for found_word in found {
                     word.clear();
-                    for &b in text[byte_at[s]..byte_at[e]].as_bytes() {
+                    for &b in found_word.as_bytes() {
                         if dropped[b as usize] {
                             if !word.is_empty() {
                                 words.push(std::mem::take(&mut word));
