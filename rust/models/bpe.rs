@@ -29,6 +29,9 @@ const SMALL_CHUNK: usize = 15;
 /// filling a larger array costs them more than the allocation it saves the longer ones, whose
 /// merging takes far longer anyway; 16 instead of 48 pairs: random Latin-1 text +10%).
 const STACK_PAIRS: usize = 16;
+/// Lists of symbols up to this long are merged with a bit mask of the positions that still
+/// hold one (`merge_masked`), longer ones by shifting (`merge_shifting`).
+const MASKED_SYMBOLS: usize = 64;
 
 /// Packs up to 15 bytes and their length into one integer (little-endian bytes, the length in
 /// the top byte), so that two different short byte strings never share a key. Reads the bytes
@@ -1986,6 +1989,71 @@ impl BpeModel {
     /// first ranks come from the dense byte-pair table instead of the large merge map.
     /// `memo`: this thread's memo of the merge table.
     fn merge_short(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>, memo: &mut PairMemo) {
+        // Arrays of the size that fits: filling them costs short lists more than the merging.
+        match symbols.len() {
+            0..=32 => self.merge_masked::<32>(symbols, bytes, memo),
+            33..=MASKED_SYMBOLS => self.merge_masked::<MASKED_SYMBOLS>(symbols, bytes, memo),
+            _ => self.merge_shifting(symbols, bytes, memo),
+        }
+    }
+
+    /// `merge_short` of at most `N` (up to 64) symbols, the way `merge_small` merges bytes:
+    /// each symbol stays where it started and a bit says which positions still hold one, so a
+    /// merge moves nothing (`merge_shifting` moves the symbols and ranks after it down by one,
+    /// two `memmove` calls per merge). Ranks sit apart from the merged ids, so that the scan for
+    /// the lowest reads only ranks.
+    fn merge_masked<const N: usize>(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>, memo: &mut PairMemo) {
+        let n = symbols.len();
+        assert!(n <= N && N <= 64, "merge_masked::<{N}> takes at most {N} symbols");
+        if n < 2 {
+            return;
+        }
+        let mut syms = [0u32; N];
+        syms[..n].copy_from_slice(symbols);
+        // ranks[p]: the rank of merging the symbol at p with the next one (u32::MAX: none, or
+        // p holds no symbol); made[p]: the id that merge makes.
+        let mut ranks = [NO_MERGE.0; N];
+        let mut made = [0u32; N];
+        for i in 0..n - 1 {
+            (ranks[i], made[i]) = self.initial_pair(symbols, bytes, i, memo);
+        }
+        let mut alive: u64 = u64::MAX >> (64 - n);
+        loop {
+            // The lowest rank, the leftmost among equals (positions are in text order).
+            let mut best = NO_MERGE.0;
+            let mut at = usize::MAX;
+            for (i, &rank) in ranks[..n - 1].iter().enumerate() {
+                if rank < best {
+                    best = rank;
+                    at = i;
+                }
+            }
+            if at == usize::MAX {
+                break;
+            }
+            // Positions after `at` (at most n - 2 < 63, so the shift does not overflow).
+            let later = !((2u64 << at) - 1);
+            let next = (alive & later).trailing_zeros() as usize;
+            syms[at] = made[at];
+            ranks[next] = NO_MERGE.0;
+            alive &= !(1 << next);
+            let after = alive & later;
+            (ranks[at], made[at]) = if after != 0 { memo.merge_of(self, syms[at], syms[after.trailing_zeros() as usize]) } else { NO_MERGE };
+            let before = alive & ((1u64 << at) - 1);
+            if before != 0 {
+                let prev = 63 - before.leading_zeros() as usize;
+                (ranks[prev], made[prev]) = memo.merge_of(self, syms[prev], syms[at]);
+            }
+        }
+        symbols.clear();
+        while alive != 0 {
+            symbols.push(syms[alive.trailing_zeros() as usize]);
+            alive &= alive - 1;
+        }
+    }
+
+    /// `merge_short` for any number of symbols: each merge shifts the rest down by one.
+    fn merge_shifting(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>, memo: &mut PairMemo) {
         // ranks[i]: (rank, new id) of merging symbols i and i+1. After a merge only the two
         // neighbouring entries change, so each merge costs two lookups and one linear scan.
         // On the stack up to `STACK_PAIRS` pairs (most chunks), on the heap beyond.
@@ -2711,6 +2779,33 @@ mod tests {
             }
         }
         BpeModel::new(tokens, &pairs, None, vec![], BpeOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn masked_merging_matches_shifting() {
+        // merge_short merges up to 64 symbols in place under a bit mask, longer lists by
+        // shifting: both on the same lists of every length around the array sizes (32, 64), from
+        // bytes (the dense byte-pair table) and from ids (through the memo).
+        let mut rand = lcg(33);
+        for round in 0..40 {
+            let m = random_merges_model(&mut rand, round % 2 == 1);
+            for n in (0..=66).chain([100, 127]) {
+                let bytes: Vec<u8> = (0..n).map(|_| if rand(3) == 0 { b'b' } else { b'a' }).collect();
+                let ids: Vec<u32> = bytes.iter().map(|&b| b as u32).collect();
+                let mut shifting = ids.clone();
+                m.merge_shifting(&mut shifting, None, &mut PairMemo::new(4));
+                for with_bytes in [None, Some(bytes.as_slice())] {
+                    let mut short = ids.clone();
+                    m.merge_short(&mut short, with_bytes, &mut PairMemo::new(4));
+                    assert_eq!(short, shifting, "{n} symbols, bytes given: {}", with_bytes.is_some());
+                }
+                if n <= 64 {
+                    let mut masked = ids.clone();
+                    m.merge_masked::<64>(&mut masked, None, &mut PairMemo::new(4));
+                    assert_eq!(masked, shifting, "{n} symbols in arrays of 64");
+                }
+            }
+        }
     }
 
     #[test]
