@@ -132,7 +132,7 @@ def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
 
 
 class Pipeline(RustBacked):
-    _RUST_FIELDS = ("fast", "_cuts")
+    _RUST_FIELDS = ("fast", "_cuts", "_whole")
 
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
@@ -169,6 +169,25 @@ class Pipeline(RustBacked):
         self.fast = byte_level_fast_path(self.pre_tokenizer, self.model)
         # Per set of allowed special tokens: the Rust cutter of `_cuts_for`, or None.
         self._cuts: dict[frozenset[str], object] = {}
+        # Per set of allowed special tokens: `_whole_for`'s Rust model and normalizer, or None.
+        self._whole: dict[frozenset[str], object] = {}
+
+    def _whole_for(self, allowed_special: frozenset[str]):
+        """(Rust Unigram model, Rust normalizer) when a text's ids are the model's encoding of
+        its normalization as one word, which one Rust call then gives (a SentencePiece Unigram
+        model: its normalizer, no pre-tokenizer, and no added token to cut out for this set of
+        allowed special tokens); None otherwise."""
+        if allowed_special in self._whole:
+            return self._whole[allowed_special]
+        from .formats.sentencepiece import SentencePieceNormalizer, SentencePieceUnigram
+
+        whole = None
+        if (type(self.model) is SentencePieceUnigram and type(self.normalizer) is SentencePieceNormalizer
+                and self.pre_tokenizer is None and not self._matcher(False, allowed_special).tokens
+                and not self._matcher(True, allowed_special).tokens):
+            whole = (self.model._core._core, self.normalizer.rust())
+        _remember(self._whole, allowed_special, whole)
+        return whole
 
     def _cuts_for(self, allowed_special: frozenset[str]):
         """A `_core.Cuts` that lets the Rust BPE model run this whole pipeline but the template
@@ -224,6 +243,13 @@ class Pipeline(RustBacked):
             if add_special_tokens and self.post_processor is not None:
                 ids = self.post_processor.process(ids)
             return ids
+        whole = self._whole_for(allowed_special)
+        if whole is not None:
+            model, normalizer = whole
+            ids = model.encode_normalized(normalizer, text)
+            if add_special_tokens and self.post_processor is not None:
+                ids = self.post_processor.process(ids)
+            return ids
         ids = []
         for piece, is_first, token in self._pieces(text, allowed_special):
             if token is not None:
@@ -248,6 +274,13 @@ class Pipeline(RustBacked):
         cuts = self._cuts_for(frozenset(allowed_special))
         if cuts is not None:
             encoded = self.model._core.encode_batch(texts, [], num_threads, cuts)
+            if add_special_tokens and self.post_processor is not None:
+                encoded = [self.post_processor.process(ids) for ids in encoded]
+            return encoded
+        whole = self._whole_for(frozenset(allowed_special))
+        if whole is not None:
+            model, normalizer = whole
+            encoded = model.encode_normalized_batch(normalizer, texts, num_threads)
             if add_special_tokens and self.post_processor is not None:
                 encoded = [self.post_processor.process(ids) for ids in encoded]
             return encoded

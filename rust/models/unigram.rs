@@ -47,6 +47,8 @@ pub struct UnigramModel {
     /// The score of each piece by id (NaN for ids that are no lattice piece): the scores of a
     /// remembered path without unknown characters, summed again from its ids.
     id_scores: Vec<f64>,
+    /// One more than the largest id the model can give.
+    id_bound: usize,
 }
 
 /// SentencePiece's (and Metaspace's) mark of a space.
@@ -250,7 +252,13 @@ impl UnigramModel {
                 id_scores[id as usize] = score;
             }
         }
-        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid, id_scores })
+        let id_bound = map.values().map(|p| p.0).chain(unk).max().map_or(0, |id| id as usize + 1);
+        Ok(UnigramModel { pieces: map, unk, unk_score, min_score, byte_ids, fuse_unk, max_piece_bytes, float32_scores: false, edges: Default::default(), cuts_at_spaces, uid, id_scores, id_bound })
+    }
+
+    /// One more than the largest id the model can give (its pieces', the unknown's, the bytes').
+    pub fn id_bound(&self) -> usize {
+        self.id_bound
     }
 
     /// SentencePiece's arithmetic: path scores are f32, each step an f32 addition.

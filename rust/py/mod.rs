@@ -594,6 +594,33 @@ impl PyUnigramModel {
     fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
         words_batch(py, &batch, num_threads, |words| self.inner.encode_words(words.iter().map(|w| &**w)))
     }
+
+    /// `text` normalized by `normalizer` and encoded as one word: a SentencePiece pipeline
+    /// without added tokens to cut (the caller's check) in one call, the normalized text never
+    /// made a Python str, the list made of the shared int objects (see `ints`).
+    fn encode_normalized<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, text: &str) -> PyResult<Bound<'py, PyList>> {
+        let ids = py.allow_threads(|| guard(|| self.normalize_and_encode(&normalizer.inner, text)))?;
+        ints::id_list(py, &ids, self.inner.id_bound()).map(untracked)
+    }
+
+    /// `encode_normalized` of each text, on `num_threads` threads with the GIL released.
+    #[pyo3(signature = (normalizer, texts, num_threads=None))]
+    fn encode_normalized_batch<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, texts: Vec<PyBackedStr>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let normalizer = &normalizer.inner;
+        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
+            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.normalize_and_encode(normalizer, t)).collect())?)
+        })?;
+        encoded.iter().map(|ids| ints::id_list(py, ids, self.inner.id_bound()).map(untracked)).collect()
+    }
+}
+
+impl PyUnigramModel {
+    fn normalize_and_encode(&self, normalizer: &SentencePieceNormalizer, text: &str) -> Result<Vec<u32>, Error> {
+        let normalized = normalizer.normalize(text);
+        let mut ids = Vec::with_capacity(normalized.len() / 2);
+        self.inner.encode_word(&normalized, &mut ids)?;
+        Ok(ids)
+    }
 }
 
 /// Accumulates chunk counts over batches of texts (within a memory budget), then learns merges

@@ -102,11 +102,15 @@ class SentencePieceNormalizer:
 
     def normalize(self, text: str) -> str:
         """``text`` normalized (in Rust: the same steps as :meth:`normalize_in_python`)."""
+        return self.rust().normalize(text)
+
+    def rust(self):
+        """The ``_core.SentencePieceNormalizer`` that normalizes (made on first use)."""
         if self._rust is None:
             self._rust = _core.SentencePieceNormalizer(
                 list(self.charsmap.table.items()), list(self.user_defined), self.add_dummy_prefix,
                 self.remove_extra_whitespaces, self.escape_whitespaces)
-        return self._rust.normalize(text)
+        return self._rust
 
     def normalize_in_python(self, text: str) -> str:
         """The normalization step by step: the reference for the Rust one (tests compare them)."""

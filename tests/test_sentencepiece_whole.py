@@ -1,0 +1,90 @@
+"""The one-call Rust path of SentencePiece Unigram models (Pipeline._whole_for: normalize and
+encode a whole text in Rust) against the general path (normalizer, added-token matchers, then the
+model's encode_words) and against ``sentencepiece``, on real models, on models trained here with
+every option that changes normalization or pieces, and on random text."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from conftest import data_path
+
+spm = pytest.importorskip("sentencepiece")
+pytest.importorskip("google.protobuf")
+
+from test_sentencepiece_parity import EDGE, PROBES, SYNTHETIC, model_path, train  # noqa: E402
+
+from toksmith.formats.sentencepiece import load_sentencepiece, sentencepiece_from_bytes  # noqa: E402
+
+
+def random_texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    words = ["the", "Tokenizer", "naïve", "日本語", "ｶﾀｶﾅ", "x", "foo", "<sep>", "<s>", "</s>", "<unk>", "1234",
+             "é", "e\u0301", "\U0001f600", "▁", "▁▁", "ﬁ", "\x00", "İ"]
+    spaces = [" ", "  ", "   ", "\n", "\t", " \n ", "\u3000", "\r\n", "\u00a0", ""]
+    return ["".join(rng.choice(spaces) if rng.random() < 0.4 else rng.choice(words) for _ in range(rng.randrange(0, 30)))
+            for _ in range(n)]
+
+
+def general(pipeline, texts, **kw):
+    """The ids of the general path: the same pipeline with the one-call path turned off."""
+    pipeline._whole_for = lambda allowed: None
+    try:
+        return [pipeline.encode(t, **kw) for t in texts], pipeline.encode_batch(texts, num_threads=2, **kw)
+    finally:
+        del pipeline._whole_for  # the class's method again
+
+
+def check(tok, sp, texts):
+    pipeline = tok._pipeline
+    assert pipeline._whole_for(frozenset()) is not None, "a SentencePiece Unigram model takes the one-call path"
+    whole = [pipeline.encode(t, add_special_tokens=False) for t in texts]
+    whole_batch = pipeline.encode_batch(texts, add_special_tokens=False, num_threads=2)
+    slow, slow_batch = general(pipeline, texts, add_special_tokens=False)
+    assert whole == slow
+    assert whole_batch == slow_batch == slow
+    assert whole == sp.encode(texts)
+
+
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000"])
+def test_real_models(name):
+    path = model_path(name)
+    tok, sp = load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+    text = data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8")
+    check(tok, sp, text.split("\n")[:400] + EDGE + PROBES + random_texts(300, 1))
+
+
+@pytest.fixture(scope="module")
+def botchan_lines():
+    text = data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8")
+    return [line for line in text.split("\n") if line.strip()]
+
+
+@pytest.mark.parametrize("variant", sorted(SYNTHETIC))
+def test_trained_models(botchan_lines, variant):
+    data = train(botchan_lines, model_type="unigram", **SYNTHETIC[variant])
+    check(sentencepiece_from_bytes(data), spm.SentencePieceProcessor(model_proto=data),
+          botchan_lines[:200] + EDGE + PROBES + random_texts(300, 2))
+
+
+def test_allowed_special_tokens_take_the_general_path():
+    tok = load_sentencepiece(model_path("botchan_en_unigram_1000"))
+    pipeline = tok._pipeline
+    assert pipeline._whole_for(frozenset({"<s>"})) is None  # "<s>" is then cut out as its id
+    texts = ["<s>hello</s> world", "a<s>b", "<unk>"]
+    for t in texts:
+        ids = tok.encode(t, allowed_special="all", add_special_tokens=False)
+        assert ids == general(pipeline, [t], allowed_special=frozenset(tok.special_tokens), add_special_tokens=False)[0][0]
+    assert tok.encode("<s>hi", allowed_special={"<s>"}, add_special_tokens=False)[0] == tok.token_to_id("<s>")
+
+
+def test_pickled_tokenizer_keeps_the_path():
+    tok = load_sentencepiece(model_path("botchan_en_unigram_1000"))
+    texts = random_texts(50, 3)
+    before = tok.encode_batch(texts, disallowed_special=(), add_special_tokens=False)
+    again = pickle.loads(pickle.dumps(tok))
+    assert again._pipeline._whole_for(frozenset()) is not None
+    assert again.encode_batch(texts, disallowed_special=(), add_special_tokens=False) == before
