@@ -132,7 +132,7 @@ def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
 
 
 class Pipeline(RustBacked):
-    _RUST_FIELDS = ("fast", "_cuts", "_whole")
+    _RUST_FIELDS = ("fast", "_cuts", "_whole", "words_fast")
 
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
@@ -167,6 +167,14 @@ class Pipeline(RustBacked):
         from .fast_path import byte_level_fast_path
 
         self.fast = byte_level_fast_path(self.pre_tokenizer, self.model)
+        # BERT's pre-tokenizer and WordPiece: the words of a normalized piece split and encoded
+        # in one Rust call, (Rust model, Rust splitter); None keeps the general path.
+        from .models import WordPiece
+        from .pre_tokenizers import BertPreTokenizer
+
+        self.words_fast = None
+        if type(self.pre_tokenizer) is BertPreTokenizer and type(self.model) is WordPiece:
+            self.words_fast = (self.model._core, BertPreTokenizer.rust())
         # Per set of allowed special tokens: the Rust cutter of `_cuts_for`, or None.
         self._cuts: dict[frozenset[str], object] = {}
         # Per set of allowed special tokens: `_whole_for`'s Rust model and normalizer, or None.
@@ -258,6 +266,10 @@ class Pipeline(RustBacked):
                 if self.fast is not None:
                     ids.extend(self.fast.encode_ordinary(piece))
                     continue
+                if self.words_fast is not None:
+                    model, splitter = self.words_fast
+                    ids.extend(model.encode_split(splitter, piece))
+                    continue
                 words = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
                 if words:
                     ids.extend(self.model.encode_words(words))
@@ -267,8 +279,9 @@ class Pipeline(RustBacked):
 
     def encode_batch(self, texts: list[str], *, allowed_special: frozenset[str] = frozenset(),
                      add_special_tokens: bool = True, num_threads: int | None = None) -> list[list[int]]:
-        """``encode`` of each text. With the Rust fast path, the pieces between added tokens of all
-        texts are encoded in one parallel Rust call; the rest (added tokens, templates) is cheap.
+        """``encode`` of each text. With a Rust fast path (byte-level BPE, or BERT's words), the
+        pieces between added tokens of all texts are split and encoded in one parallel Rust call;
+        the rest (added tokens, templates) is cheap.
         Likewise, after the Python normalizer and pre-tokenizer, the words of all texts for a model
         that encodes batches (BPE cut into words); other models encode one text at a time."""
         cuts = self._cuts_for(frozenset(allowed_special))
@@ -296,14 +309,20 @@ class Pipeline(RustBacked):
                 if token is not None:
                     plan.append(token.id)
                     continue
-                if self.fast is None:
+                if self.fast is None and self.words_fast is None:
                     piece = self.pre_tokenizer.pre_tokenize(piece, is_first=is_first) if self.pre_tokenizer is not None else [piece]
                     if not piece:
                         continue
                 plan.append(~len(pieces))
                 pieces.append(piece)
             plans.append(plan)
-        encoded = self.fast.encode_batch(pieces, [], num_threads) if self.fast is not None else model_batch(pieces, num_threads)
+        if self.fast is not None:
+            encoded = self.fast.encode_batch(pieces, [], num_threads)
+        elif self.words_fast is not None:
+            model, splitter = self.words_fast
+            encoded = model.encode_split_batch(splitter, pieces, num_threads)
+        else:
+            encoded = model_batch(pieces, num_threads)
         out = []
         for plan in plans:
             ids = carry_out(plan, encoded)

@@ -13,16 +13,24 @@ pub struct WordPieceModel {
     max_input_chars_per_word: usize,
     /// Longest token in bytes (prefix included): bounds the search at each position.
     max_token_bytes: usize,
+    /// One more than the largest id.
+    id_bound: usize,
 }
 
 impl WordPieceModel {
     pub fn new(vocab: Vec<(String, u32)>, unk_token: &str, prefix: &str, max_input_chars_per_word: usize) -> Result<Self> {
         let max_token_bytes = vocab.iter().map(|(t, _)| t.len()).max().unwrap_or(0);
+        let id_bound = vocab.iter().map(|&(_, id)| id as usize + 1).max().unwrap_or(0);
         let vocab: FxHashMap<String, u32> = vocab.into_iter().collect();
         let unk = *vocab.get(unk_token).ok_or_else(|| {
             Error::new(ErrorKind::Format, format!("the WordPiece unknown token {unk_token:?} is not in the vocabulary"))
         })?;
-        Ok(WordPieceModel { vocab, unk, prefix: prefix.to_string(), max_input_chars_per_word, max_token_bytes })
+        Ok(WordPieceModel { vocab, unk, prefix: prefix.to_string(), max_input_chars_per_word, max_token_bytes, id_bound })
+    }
+
+    /// One more than the largest id of the vocabulary.
+    pub fn id_bound(&self) -> usize {
+        self.id_bound
     }
 
     /// Appends the ids of one word.
@@ -33,6 +41,13 @@ impl WordPieceModel {
         if word.chars().count() > self.max_input_chars_per_word {
             out.push(self.unk);
             return;
+        }
+        // A whole word that is a token (most words): no copy with a prefix to make.
+        if word.len() <= self.max_token_bytes {
+            if let Some(&id) = self.vocab.get(word) {
+                out.push(id);
+                return;
+            }
         }
         let first = out.len();
         let mut start = 0;

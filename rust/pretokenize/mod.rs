@@ -4,6 +4,7 @@
 //! (`scan.rs`) that give exactly the regex's chunks in one pass; any other pattern runs on
 //! fancy-regex.
 
+pub mod bert;
 mod classes;
 mod scan;
 pub mod llama;

@@ -7,6 +7,7 @@ use crate::models::bpe::{BpeModel, BpeOptions, Level, MergesModelBuilder};
 use crate::models::unigram::UnigramModel;
 use crate::models::wordpiece::WordPieceModel;
 use crate::normalize::SentencePieceNormalizer;
+use crate::pretokenize::bert::BertSplitter;
 use crate::pretokenize::llama::{byte_level_chars, LlamaSplitter};
 use crate::pretokenize::{resolve_pattern, Pretokenizer};
 use crate::special::{Cuts, LiteralMatcher, SpecialTokens};
@@ -555,6 +556,52 @@ impl PyWordPieceModel {
     fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
         words_batch(py, &batch, num_threads, |words| Ok(self.inner.encode_words(words.iter().map(|w| &**w))))
     }
+
+    /// `encode_words` of the words `splitter` finds in `text`, in one call.
+    fn encode_split<'py>(&self, py: Python<'py>, splitter: &PyBertSplitter, text: &str) -> PyResult<Bound<'py, PyList>> {
+        let ids = py.allow_threads(|| guard(|| Ok(self.split_and_encode(&splitter.inner, text))))?;
+        ints::id_list(py, &ids, self.inner.id_bound()).map(untracked)
+    }
+
+    /// `encode_split` of each text, on `num_threads` threads with the GIL released.
+    #[pyo3(signature = (splitter, texts, num_threads=None))]
+    fn encode_split_batch<'py>(&self, py: Python<'py>, splitter: &PyBertSplitter, texts: Vec<PyBackedStr>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let splitter = &splitter.inner;
+        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
+            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.split_and_encode(splitter, t)).collect()))
+        })?;
+        encoded.iter().map(|ids| ints::id_list(py, ids, self.inner.id_bound()).map(untracked)).collect()
+    }
+}
+
+impl PyWordPieceModel {
+    fn split_and_encode(&self, splitter: &BertSplitter, text: &str) -> Vec<u32> {
+        let mut ids = Vec::with_capacity(text.len() / 4);
+        splitter.for_each_word(text, |word| self.inner.encode_word(word, &mut ids));
+        ids
+    }
+}
+
+/// BERT's basic pre-tokenization (see `crate::pretokenize::bert`), for `WordPieceModel.encode_split`.
+#[pyclass(name = "BertSplitter", module = "toksmith._core", frozen)]
+struct PyBertSplitter {
+    inner: BertSplitter,
+}
+
+#[pymethods]
+impl PyBertSplitter {
+    /// `whitespace`, `punctuation`: inclusive ranges of code points.
+    #[new]
+    fn new(whitespace: Vec<(u32, u32)>, punctuation: Vec<(u32, u32)>) -> Self {
+        PyBertSplitter { inner: BertSplitter::new(&whitespace, &punctuation) }
+    }
+
+    /// The words of `text` (the tests' check against the Python split).
+    fn split(&self, text: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        self.inner.for_each_word(text, |w| words.push(w.to_string()));
+        words
+    }
 }
 
 /// `encode` of each list of words of `batch`, on `num_threads` threads with the GIL released
@@ -1076,6 +1123,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBpeModel>()?;
     m.add_class::<PyBpeTrainer>()?;
     m.add_class::<PyWordPieceModel>()?;
+    m.add_class::<PyBertSplitter>()?;
     m.add_class::<PyUnigramModel>()?;
     m.add_class::<PyLiteralMatcher>()?;
     m.add_class::<PyCuts>()?;
