@@ -1,7 +1,8 @@
-"""The one-call Rust path of SentencePiece Unigram models (Pipeline._whole_for: normalize and
-encode a whole text in Rust) against the general path (normalizer, added-token matchers, then the
-model's encode_words) and against ``sentencepiece``, on real models, on models trained here with
-every option that changes normalization or pieces, and on random text."""
+"""The one-call Rust path of SentencePiece models (Pipeline._whole_for: normalize and encode a
+whole text in Rust; Unigram, and BPE without user-defined pieces) against the general path
+(normalizer, added-token matchers, then the model's encode_words) and against ``sentencepiece``,
+on real models, on models trained here with every option that changes normalization or pieces,
+and on random text."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ def general(pipeline, texts, **kw):
         del pipeline._whole_for  # the class's method again
 
 
-def check(tok, sp, texts):
+def check(tok, sp, texts, one_call=True):
     pipeline = tok._pipeline
-    assert pipeline._whole_for(frozenset()) is not None, "a SentencePiece Unigram model takes the one-call path"
+    assert (pipeline._whole_for(frozenset()) is not None) == one_call
     whole = [pipeline.encode(t, add_special_tokens=False) for t in texts]
     whole_batch = pipeline.encode_batch(texts, add_special_tokens=False, num_threads=2)
     slow, slow_batch = general(pipeline, texts, add_special_tokens=False)
@@ -49,7 +50,7 @@ def check(tok, sp, texts):
     assert whole == sp.encode(texts)
 
 
-@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000"])
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000", "botchan_en_bpe_1000", "mistral-7b-v0.1"])
 def test_real_models(name):
     path = model_path(name)
     tok, sp = load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
@@ -63,11 +64,14 @@ def botchan_lines():
     return [line for line in text.split("\n") if line.strip()]
 
 
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 @pytest.mark.parametrize("variant", sorted(SYNTHETIC))
-def test_trained_models(botchan_lines, variant):
-    data = train(botchan_lines, model_type="unigram", **SYNTHETIC[variant])
+def test_trained_models(botchan_lines, model_type, variant):
+    data = train(botchan_lines, model_type=model_type, **SYNTHETIC[variant])
+    # BPE with user-defined pieces cuts them out in Python (the general path).
+    one_call = not (model_type == "bpe" and "user_defined_symbols" in SYNTHETIC[variant])
     check(sentencepiece_from_bytes(data), spm.SentencePieceProcessor(model_proto=data),
-          botchan_lines[:200] + EDGE + PROBES + random_texts(300, 2))
+          botchan_lines[:200] + EDGE + PROBES + random_texts(300, 2), one_call)
 
 
 def test_allowed_special_tokens_take_the_general_path():
@@ -88,3 +92,19 @@ def test_pickled_tokenizer_keeps_the_path():
     again = pickle.loads(pickle.dumps(tok))
     assert again._pipeline._whole_for(frozenset()) is not None
     assert again.encode_batch(texts, disallowed_special=(), add_special_tokens=False) == before
+
+
+def test_bpe_fuses_unknowns_across_words():
+    """A model without a "▁" piece: the text's words (cut before each ▁) start with an unknown
+    character, so unknowns meet across words; SentencePiece reports each run as one <unk>, and
+    so must the one-call path (the model fuses them only within a word)."""
+    from toksmith.formats.sentencepiece import CONTROL, NORMAL, UNKNOWN, SentencePieceBPE, SentencePieceNormalizer
+
+    pieces = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("a", -1.0, NORMAL), ("b", -2.0, NORMAL), ("ab", -0.5, NORMAL)]
+    model = SentencePieceBPE(pieces, unk_id=0, byte_fallback=False)
+    normalizer = SentencePieceNormalizer()
+    for text in ["x a x", "ab ab", "x", "a  b", "xy zab"]:
+        general = model.encode_words([normalizer.normalize(text)])
+        assert model._core._core.encode_normalized(normalizer.rust(), text, 0) == general
+    unfused = model._core._core.encode_normalized(normalizer.rust(), "x a x", None)
+    assert unfused == [0, 0, 2, 0] and model.encode_words([normalizer.normalize("x a x")]) == [0, 2, 0]

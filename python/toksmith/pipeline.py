@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from . import _core
 from ._pickling import RustBacked
@@ -181,19 +182,28 @@ class Pipeline(RustBacked):
         self._whole: dict[frozenset[str], object] = {}
 
     def _whole_for(self, allowed_special: frozenset[str]):
-        """(Rust Unigram model, Rust normalizer) when a text's ids are the model's encoding of
-        its normalization as one word, which one Rust call then gives (a SentencePiece Unigram
-        model: its normalizer, no pre-tokenizer, and no added token to cut out for this set of
-        allowed special tokens); None otherwise."""
+        """(encode one text, encode a batch on n threads) in one Rust call each, normalizer and
+        model, for a SentencePiece model (its normalizer, no pre-tokenizer) when no added token
+        is cut out for this set of allowed special tokens and the model's Rust encoding of the
+        normalized text is its whole encoding (Unigram; BPE without user-defined pieces, unused
+        pieces or missing byte pieces); None otherwise."""
         if allowed_special in self._whole:
             return self._whole[allowed_special]
-        from .formats.sentencepiece import SentencePieceNormalizer, SentencePieceUnigram
+        from .formats.sentencepiece import SentencePieceBPE, SentencePieceNormalizer, SentencePieceUnigram
 
         whole = None
-        if (type(self.model) is SentencePieceUnigram and type(self.normalizer) is SentencePieceNormalizer
-                and self.pre_tokenizer is None and not self._matcher(False, allowed_special).tokens
-                and not self._matcher(True, allowed_special).tokens):
-            whole = (self.model._core._core, self.normalizer.rust())
+        model = self.model
+        if (type(self.normalizer) is SentencePieceNormalizer and self.pre_tokenizer is None
+                and not self._matcher(False, allowed_special).tokens and not self._matcher(True, allowed_special).tokens):
+            normalizer = self.normalizer.rust()
+            if type(model) is SentencePieceUnigram:
+                rust = model._core._core
+                whole = (partial(rust.encode_normalized, normalizer),
+                         lambda texts, n: rust.encode_normalized_batch(normalizer, texts, n))
+            elif type(model) is SentencePieceBPE and model._core is not None and not model.user_defined:
+                rust, fuse = model._core._core, None if model.byte_fallback else model.unk_id
+                whole = (lambda text: rust.encode_normalized(normalizer, text, fuse),
+                         lambda texts, n: rust.encode_normalized_batch(normalizer, texts, fuse, n))
         _remember(self._whole, allowed_special, whole)
         return whole
 
@@ -253,8 +263,7 @@ class Pipeline(RustBacked):
             return ids
         whole = self._whole_for(allowed_special)
         if whole is not None:
-            model, normalizer = whole
-            ids = model.encode_normalized(normalizer, text)
+            ids = whole[0](text)
             if add_special_tokens and self.post_processor is not None:
                 ids = self.post_processor.process(ids)
             return ids
@@ -292,8 +301,7 @@ class Pipeline(RustBacked):
             return encoded
         whole = self._whole_for(frozenset(allowed_special))
         if whole is not None:
-            model, normalizer = whole
-            encoded = model.encode_normalized_batch(normalizer, texts, num_threads)
+            encoded = whole[1](texts, num_threads)
             if add_special_tokens and self.post_processor is not None:
                 encoded = [self.post_processor.process(ids) for ids in encoded]
             return encoded

@@ -303,6 +303,26 @@ impl PyBpeModel {
         self.to_list(py, &ids)
     }
 
+    /// A SentencePiece BPE model's pipeline in one call (no added token or user-defined piece
+    /// to cut out: the caller's check): `text` normalized by `normalizer`, encoded as
+    /// `encode_ordinary` does, and with `fuse_unk` each run of that id made one, as
+    /// SentencePiece reports unknown characters.
+    #[pyo3(signature = (normalizer, text, fuse_unk=None))]
+    fn encode_normalized<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, text: &str, fuse_unk: Option<u32>) -> PyResult<Bound<'py, PyList>> {
+        let ids = py.allow_threads(|| guard(|| self.normalize_and_encode(&normalizer.inner, text, fuse_unk)))?;
+        self.to_list(py, &ids)
+    }
+
+    /// `encode_normalized` of each text, on `num_threads` threads with the GIL released.
+    #[pyo3(signature = (normalizer, texts, fuse_unk=None, num_threads=None))]
+    fn encode_normalized_batch<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, texts: Vec<PyBackedStr>, fuse_unk: Option<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
+        let normalizer = &normalizer.inner;
+        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
+            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.normalize_and_encode(normalizer, t, fuse_unk)).collect::<Result<_, _>>())?)
+        })?;
+        encoded.iter().map(|ids| self.to_list(py, ids)).collect()
+    }
+
     /// `text` cut at the strings of `cuts` (each gives its id), the pieces between them
     /// replaced as `cuts` says and encoded as `encode_ordinary` does, in one call.
     fn encode_cut<'py>(&self, py: Python<'py>, text: &str, cuts: PyRef<'py, PyCuts>) -> PyResult<Bound<'py, PyList>> {
@@ -658,6 +678,17 @@ impl PyUnigramModel {
             guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.normalize_and_encode(normalizer, t)).collect())?)
         })?;
         encoded.iter().map(|ids| ints::id_list(py, ids, self.inner.id_bound()).map(untracked)).collect()
+    }
+}
+
+impl PyBpeModel {
+    fn normalize_and_encode(&self, normalizer: &SentencePieceNormalizer, text: &str, fuse_unk: Option<u32>) -> Result<Vec<u32>, Error> {
+        let mut ids = Vec::new();
+        self.inner.encode_ordinary_into(&normalizer.normalize(text), &mut ids)?;
+        if let Some(unk) = fuse_unk {
+            ids.dedup_by(|next, prev| *next == unk && *prev == unk);
+        }
+        Ok(ids)
     }
 }
 
