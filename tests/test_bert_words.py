@@ -5,6 +5,7 @@ reference in test_hf_parity.py, which goes through this path too."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -14,9 +15,21 @@ from toksmith import pre_tokenizers as pre
 from toksmith.formats.hf import load_hf
 
 
+def class_ranges(body: str) -> list[tuple[int, int]]:
+    """The code points of the regex character class ``[body]``, as inclusive ranges: the runs it
+    matches in the string of every code point."""
+    every = "".join(map(chr, range(0x110000)))
+    return [(m.start(), m.end() - 1) for m in re.finditer(f"[{body}]+", every)]
+
+
+def test_the_splitters_ranges_are_the_regex_classes():
+    assert pre._spec_ranges(pre._WHITESPACE_SPEC) == class_ranges(pre.WHITESPACE.pattern[1:-1])
+    assert pre._spec_ranges(pre._HF_PUNCTUATION_SPEC) == class_ranges(pre._HF_PUNCTUATION)
+
+
 def class_samples() -> list[str]:
     """Characters at and next to every boundary of the whitespace and punctuation ranges."""
-    ranges = pre._class_ranges(pre.WHITESPACE.pattern[1:-1]) + pre._class_ranges(pre._HF_PUNCTUATION)
+    ranges = pre._spec_ranges(pre._WHITESPACE_SPEC) + pre._spec_ranges(pre._HF_PUNCTUATION_SPEC)
     points = {c + d for lo, hi in ranges for c in (lo, hi) for d in (-1, 0, 1)}
     return [chr(c) for c in sorted(points) if 0 <= c < 0x110000]
 
@@ -70,3 +83,13 @@ def test_bert_takes_the_rust_words_path_and_gives_the_general_paths_ids(bert, ad
     slow, slow_batch = general(pipeline, texts, allowed_special=allowed, add_special_tokens=add_special_tokens)
     assert fast == slow
     assert fast_batch == slow_batch == slow
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_bert_from_vocab_txt_takes_the_path(lowercase):
+    tok = load_hf(data_path("tokenizers", "hf", "bert-base-uncased", "vocab.txt"), lowercase=lowercase)
+    pipeline = tok._pipeline
+    assert pipeline.words_fast is not None
+    texts = random_texts(300, 3)
+    fast = [pipeline.encode(t) for t in texts]
+    assert fast == general(pipeline, texts)[0]

@@ -108,3 +108,25 @@ def test_bpe_fuses_unknowns_across_words():
         assert model._core._core.encode_normalized(normalizer.rust(), text, 0) == general
     unfused = model._core._core.encode_normalized(normalizer.rust(), "x a x", None)
     assert unfused == [0, 0, 2, 0] and model.encode_words([normalizer.normalize("x a x")]) == [0, 2, 0]
+
+
+def test_an_uncovered_character_without_unknown_raises_on_both_paths():
+    """A Unigram model with no unknown id meeting a character no piece covers: EncodeError, on
+    the one-call path as on the general one, single and batch."""
+    import toksmith
+    from toksmith.formats.sentencepiece import NORMAL, SentencePieceNormalizer, SentencePieceUnigram
+    from toksmith.pipeline import Pipeline
+    from toksmith.tokenizer import Tokenizer
+
+    pieces = [("▁", -1.0, NORMAL), ("a", -1.0, NORMAL), ("b", -2.0, NORMAL), ("▁ab", -0.5, NORMAL)]
+    tok = Tokenizer.from_pipeline(Pipeline(SentencePieceUnigram(pieces, unk_id=None, byte_fallback=False),
+                                           normalizer=SentencePieceNormalizer()))
+    pipeline = tok._pipeline
+    assert pipeline._whole_for(frozenset()) is not None
+    assert tok.encode("ab a") == general(pipeline, ["ab a"])[0][0]
+    for encode in (lambda: tok.encode("ab x"), lambda: tok.encode_batch(["ab", "ab x"], num_threads=2)):
+        with pytest.raises(toksmith.EncodeError):
+            encode()
+    pipeline._whole_for = lambda allowed: None
+    with pytest.raises(toksmith.EncodeError):
+        tok.encode("ab x")

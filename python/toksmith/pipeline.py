@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from . import _core
 from ._pickling import RustBacked
@@ -193,12 +192,13 @@ class Pipeline(RustBacked):
 
         whole = None
         model = self.model
-        if (type(self.normalizer) is SentencePieceNormalizer and self.pre_tokenizer is None
-                and not self._matcher(False, allowed_special).tokens and not self._matcher(True, allowed_special).tokens):
+        if (type(self.normalizer) is SentencePieceNormalizer and type(model) in (SentencePieceUnigram, SentencePieceBPE)
+                and self.pre_tokenizer is None and not self._matcher(False, allowed_special).tokens
+                and not self._matcher(True, allowed_special).tokens):
             normalizer = self.normalizer.rust()
             if type(model) is SentencePieceUnigram:
                 rust = model._core._core
-                whole = (partial(rust.encode_normalized, normalizer),
+                whole = (lambda text: rust.encode_normalized(normalizer, text),
                          lambda texts, n: rust.encode_normalized_batch(normalizer, texts, n))
             elif type(model) is SentencePieceBPE and model._core is not None and not model.user_defined:
                 rust, fuse = model._core._core, None if model.byte_fallback else model.unk_id
@@ -288,9 +288,10 @@ class Pipeline(RustBacked):
 
     def encode_batch(self, texts: list[str], *, allowed_special: frozenset[str] = frozenset(),
                      add_special_tokens: bool = True, num_threads: int | None = None) -> list[list[int]]:
-        """``encode`` of each text. With a Rust fast path (byte-level BPE, or BERT's words), the
-        pieces between added tokens of all texts are split and encoded in one parallel Rust call;
-        the rest (added tokens, templates) is cheap.
+        """``encode`` of each text. A SentencePiece model without added tokens to cut out encodes
+        the texts in one parallel Rust call (see `_whole_for`). With a Rust fast path (byte-level
+        BPE, or BERT's words), the pieces between added tokens of all texts are split and encoded
+        in one parallel Rust call; the rest (added tokens, templates) is cheap.
         Likewise, after the Python normalizer and pre-tokenizer, the words of all texts for a model
         that encodes batches (BPE cut into words); other models encode one text at a time."""
         cuts = self._cuts_for(frozenset(allowed_special))
