@@ -97,9 +97,10 @@ const SEGMENT_FRONT_BITS: u32 = 14;
 const EMPTY_FRONT: (u128, FrontSegment) = (0, FrontSegment { ids: 0, len: 0, limit: 0.0 });
 
 /// What the front keeps of a remembered segment whose ids are its pieces (no unknown
-/// character, so none is fused with a neighbour's): where its ids are, and `limit`, below which the absolute score the text has
-/// reached lets its path hold (`holds_from` solved for that score, rounded down). 32 bytes with
-/// the key, half a `Segment`'s: twice as many words stay in the CPU cache.
+/// character, so none is fused with a neighbour's): where its ids are, and `limit`, below which
+/// the absolute score the text has reached lets its path hold (`holds_from` solved for that
+/// score, rounded down). 32 bytes with the key, half a `Segment`'s: twice as many words stay in
+/// the CPU cache.
 #[derive(Debug, Clone, Copy)]
 struct FrontSegment {
     ids: u32,
@@ -505,26 +506,25 @@ impl UnigramModel {
     /// is at least the best path's, so any other path it takes is within both errors of the
     /// best. A margin above that (twice over, for the f64 sums here) rules all others out.
     fn holds_from(&self, segment: &Segment, score: f64) -> bool {
-        if !segment.usable {
-            return false;
-        }
+        segment.usable && segment.margin > self.hold_scale(segment) * (score.abs() + segment.score.abs() + 1.0)
+    }
+
+    /// The factor of `holds_from`'s bound: 4 x (pieces) x u.
+    fn hold_scale(&self, segment: &Segment) -> f64 {
         let unit = if self.float32_scores { (f32::EPSILON / 2.0) as f64 } else { f64::EPSILON / 2.0 };
-        let pieces = (segment.chars + segment.pieces + 2) as f64;
-        segment.margin > 4.0 * pieces * unit * (score.abs() + segment.score.abs() + 1.0)
+        4.0 * (segment.chars + segment.pieces + 2) as f64 * unit
     }
 
     /// `segment` as the front keeps it, or None where it may not go there: an unknown
     /// character in it (its ids are not its pieces, or cannot be told), or a margin that never
-    /// lets it hold. The limit is `holds_from` solved for
-    /// |score|, shrunk by a millionth and rounded down to an f32, so that |score| < limit implies
-    /// `holds_from` (the condition has a factor of two to spare over its proof: see there).
+    /// lets it hold. The limit is `holds_from` solved for |score|, shrunk by a millionth and
+    /// rounded down to an f32, so that |score| < limit implies `holds_from` (the condition has a
+    /// factor of two to spare over its proof: see there).
     fn front_segment(&self, segment: &Segment) -> Option<FrontSegment> {
         if !segment.usable || segment.scores.1 > 0 {
             return None;
         }
-        let unit = if self.float32_scores { (f32::EPSILON / 2.0) as f64 } else { f64::EPSILON / 2.0 };
-        let pieces = (segment.chars + segment.pieces + 2) as f64;
-        let limit = (segment.margin / (4.0 * pieces * unit) - segment.score.abs() - 1.0) * (1.0 - 1e-6);
+        let limit = (segment.margin / self.hold_scale(segment) - segment.score.abs() - 1.0) * (1.0 - 1e-6);
         if !(limit > 0.0) {
             return None;
         }

@@ -316,10 +316,7 @@ impl PyBpeModel {
     /// `encode_normalized` of each text, on `num_threads` threads with the GIL released.
     #[pyo3(signature = (normalizer, texts, fuse_unk=None, num_threads=None))]
     fn encode_normalized_batch<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, texts: Vec<PyBackedStr>, fuse_unk: Option<u32>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
-        let normalizer = &normalizer.inner;
-        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
-            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.normalize_and_encode(normalizer, t, fuse_unk)).collect::<Result<_, _>>())?)
-        })?;
+        let encoded = batch_on_threads(py, &texts, num_threads, |t| self.normalize_and_encode(&normalizer.inner, t, fuse_unk))?;
         encoded.iter().map(|ids| self.to_list(py, ids)).collect()
     }
 
@@ -574,7 +571,7 @@ impl PyWordPieceModel {
     /// `encode_words` of each list of words, on `num_threads` threads with the GIL released.
     #[pyo3(signature = (batch, num_threads=None))]
     fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
-        words_batch(py, &batch, num_threads, |words| Ok(self.inner.encode_words(words.iter().map(|w| &**w))))
+        batch_on_threads(py, &batch, num_threads, |words| Ok(self.inner.encode_words(words.iter().map(|w| &**w))))
     }
 
     /// `encode_words` of the words `splitter` finds in `text`, in one call.
@@ -586,10 +583,7 @@ impl PyWordPieceModel {
     /// `encode_split` of each text, on `num_threads` threads with the GIL released.
     #[pyo3(signature = (splitter, texts, num_threads=None))]
     fn encode_split_batch<'py>(&self, py: Python<'py>, splitter: &PyBertSplitter, texts: Vec<PyBackedStr>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
-        let splitter = &splitter.inner;
-        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
-            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.split_and_encode(splitter, t)).collect()))
-        })?;
+        let encoded = batch_on_threads(py, &texts, num_threads, |t| Ok(self.split_and_encode(&splitter.inner, t)))?;
         encoded.iter().map(|ids| ints::id_list(py, ids, self.inner.id_bound()).map(untracked)).collect()
     }
 }
@@ -624,15 +618,15 @@ impl PyBertSplitter {
     }
 }
 
-/// `encode` of each list of words of `batch`, on `num_threads` threads with the GIL released
-/// (the batch of a pipeline whose model is WordPiece or Unigram).
-fn words_batch(
+/// `encode` of each item of `batch` (a text, or a list of words), on `num_threads` threads with
+/// the GIL released (the batches of WordPiece and Unigram models and of SentencePiece pipelines).
+fn batch_on_threads<T: Sync>(
     py: Python<'_>,
-    batch: &[Vec<PyBackedStr>],
+    batch: &[T],
     num_threads: Option<usize>,
-    encode: impl Fn(&[PyBackedStr]) -> Result<Vec<u32>, Error> + Sync,
+    encode: impl Fn(&T) -> Result<Vec<u32>, Error> + Sync,
 ) -> PyResult<Vec<Vec<u32>>> {
-    py.allow_threads(|| guard(|| with_threads(num_threads, ErrorKind::Encode, || batch.par_iter().map(|words| encode(words)).collect())?))
+    py.allow_threads(|| guard(|| with_threads(num_threads, ErrorKind::Encode, || batch.par_iter().map(&encode).collect())?))
 }
 
 #[pyclass(name = "UnigramModel", module = "toksmith._core", frozen)]
@@ -659,7 +653,7 @@ impl PyUnigramModel {
     /// `encode_words` of each list of words, on `num_threads` threads with the GIL released.
     #[pyo3(signature = (batch, num_threads=None))]
     fn encode_words_batch(&self, py: Python<'_>, batch: Vec<Vec<PyBackedStr>>, num_threads: Option<usize>) -> PyResult<Vec<Vec<u32>>> {
-        words_batch(py, &batch, num_threads, |words| self.inner.encode_words(words.iter().map(|w| &**w)))
+        batch_on_threads(py, &batch, num_threads, |words| self.inner.encode_words(words.iter().map(|w| &**w)))
     }
 
     /// `text` normalized by `normalizer` and encoded as one word: a SentencePiece pipeline
@@ -673,10 +667,7 @@ impl PyUnigramModel {
     /// `encode_normalized` of each text, on `num_threads` threads with the GIL released.
     #[pyo3(signature = (normalizer, texts, num_threads=None))]
     fn encode_normalized_batch<'py>(&self, py: Python<'py>, normalizer: &PySentencePieceNormalizer, texts: Vec<PyBackedStr>, num_threads: Option<usize>) -> PyResult<Vec<Bound<'py, PyList>>> {
-        let normalizer = &normalizer.inner;
-        let encoded: Vec<Vec<u32>> = py.allow_threads(|| {
-            guard(|| with_threads(num_threads, ErrorKind::Encode, || texts.par_iter().map(|t| self.normalize_and_encode(normalizer, t)).collect())?)
-        })?;
+        let encoded = batch_on_threads(py, &texts, num_threads, |t| self.normalize_and_encode(&normalizer.inner, t))?;
         encoded.iter().map(|ids| ints::id_list(py, ids, self.inner.id_bound()).map(untracked)).collect()
     }
 }
