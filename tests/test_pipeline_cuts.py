@@ -109,3 +109,51 @@ def test_matchers_kept_per_allowed_set_are_bounded():
         assert ids.count(8) == len(allowed)  # each allowed one is its id, the others plain text
         pipeline._cuts_for(frozenset({f"<x{k}>"}))  # a new set each time
     assert len(pipeline._cuts) <= KEPT_MATCHERS and len(pipeline._matchers) <= KEPT_MATCHERS
+
+
+def test_many_threads_with_ever_new_allowed_sets():
+    """Threads encoding at once, each with sets of allowed special tokens the pipeline has not
+    kept (more sets than it keeps): every call gives the ids of a call made alone. The kept
+    values were a dict checked, then read, and its oldest entry dropped by any thread: another
+    thread dropping that entry in between raised KeyError (8 threads, 300 calls each, failed
+    every run)."""
+    import sys
+    import threading
+
+    from toksmith.pipeline import KEPT_MATCHERS
+
+    specials = [f"<s{i}>" for i in range(8)]
+    pipeline = toy_pipeline(added_tokens=[AddedToken(s, 8 + i, special=True) for i, s in enumerate(specials)])
+    tok = Tokenizer.from_pipeline(pipeline)
+    text = "ab <s0> a<s3>b <s7>"
+    sets = [frozenset(s for i, s in enumerate(specials) if k >> i & 1) for k in range(4 * KEPT_MATCHERS)]
+    expected = {}
+    for allowed in sets:
+        expected[allowed] = tok.encode(text, allowed_special=allowed, disallowed_special=())
+        pipeline._matchers.clear()
+        pipeline._cuts.clear()
+        pipeline._whole.clear()
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(300):
+                allowed = rng.choice(sets)
+                if tok.encode(text, allowed_special=allowed, disallowed_special=()) != expected[allowed]:
+                    failures.append(f"wrong ids for {sorted(allowed)}")
+        except Exception as e:  # noqa: BLE001 - any exception is the failure reported
+            failures.append(repr(e))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]
+    assert len(pipeline._matchers) <= KEPT_MATCHERS and len(pipeline._cuts) <= KEPT_MATCHERS

@@ -26,7 +26,8 @@ do not go through here: their whole pipeline runs in Rust (``toksmith.tokenizer`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from . import _core
@@ -110,11 +111,44 @@ class _Matcher(RustBacked):
 KEPT_MATCHERS = 16
 
 
-def _remember(cache: dict, key, value) -> None:
-    """``cache[key] = value``, the oldest entry dropped past ``KEPT_MATCHERS``."""
-    if len(cache) >= KEPT_MATCHERS:
-        cache.pop(next(iter(cache)))
-    cache[key] = value
+_MISSING = object()
+
+
+class _Kept:
+    """What a pipeline makes per set of allowed special tokens (matchers, Rust fast paths): at
+    most ``KEPT_MATCHERS`` values, the oldest dropped first.
+
+    Safe from many threads at once: a lookup is one dict read, and only one thread at a time adds
+    and drops entries. (A plain dict with a check, then a read, raised ``KeyError`` when another
+    thread dropped the entry in between, or when two threads dropped the same oldest entry.)
+    Racing threads may each make a value; the values are alike and one is kept. A pickle holds
+    none of the values: they are made again on use.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, make: Callable[[], object]):
+        value = self._values.get(key, _MISSING)
+        if value is _MISSING:
+            value = make()
+            with self._lock:
+                if key not in self._values:
+                    if len(self._values) >= KEPT_MATCHERS:
+                        del self._values[next(iter(self._values))]
+                    self._values[key] = value
+        return value
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+    def __reduce__(self):
+        return (_Kept, ())
 
 
 def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
@@ -146,7 +180,7 @@ class Pipeline(RustBacked):
         self._added_by_content: dict[str, AddedToken] = {}
         for t in self.added_tokens:  # a repeated string keeps its first token, as in Hugging Face
             self._added_by_content.setdefault(t.content, t)
-        self._matchers: dict[tuple[bool, frozenset[str]], _Matcher] = {}
+        self._matchers = _Kept()  # per (normalized, allowed special tokens)
         # What the normalized added tokens look like after normalization (they are matched there).
         # Hugging Face also names them so: id_to_token and decode give the normalized string.
         self._normalized_content: dict[str, AddedToken] = {}
@@ -176,9 +210,9 @@ class Pipeline(RustBacked):
         if type(self.pre_tokenizer) is BertPreTokenizer and type(self.model) is WordPiece:
             self.words_fast = (self.model._core, BertPreTokenizer.rust())
         # Per set of allowed special tokens: the Rust cutter of `_cuts_for`, or None.
-        self._cuts: dict[frozenset[str], object] = {}
+        self._cuts = _Kept()
         # Per set of allowed special tokens: `_whole_for`'s Rust model and normalizer, or None.
-        self._whole: dict[frozenset[str], object] = {}
+        self._whole = _Kept()
 
     def _whole_for(self, allowed_special: frozenset[str]):
         """(encode one text, encode a batch on n threads) in one Rust call each, normalizer and
@@ -186,8 +220,9 @@ class Pipeline(RustBacked):
         is cut out for this set of allowed special tokens and the model's Rust encoding of the
         normalized text is its whole encoding (Unigram; BPE without user-defined pieces, unused
         pieces or missing byte pieces); None otherwise."""
-        if allowed_special in self._whole:
-            return self._whole[allowed_special]
+        return self._whole.get(allowed_special, lambda: self._make_whole(allowed_special))
+
+    def _make_whole(self, allowed_special: frozenset[str]):
         from .formats.sentencepiece import SentencePieceBPE, SentencePieceNormalizer, SentencePieceUnigram
 
         whole = None
@@ -204,7 +239,6 @@ class Pipeline(RustBacked):
                 rust, fuse = model._core._core, None if model.byte_fallback else model.unk_id
                 whole = (lambda text: rust.encode_normalized(normalizer, text, fuse),
                          lambda texts, n: rust.encode_normalized_batch(normalizer, texts, fuse, n))
-        _remember(self._whole, allowed_special, whole)
         return whole
 
     def _cuts_for(self, allowed_special: frozenset[str]):
@@ -212,11 +246,7 @@ class Pipeline(RustBacked):
         in one call (added tokens cut out, the normalizer's replacement, the model), where the
         stages between the added tokens are simple enough; None otherwise. Gemma 3's text goes
         through Python once per piece otherwise: its added tokens include `\n` and space runs."""
-        if allowed_special in self._cuts:
-            return self._cuts[allowed_special]
-        cuts = self._make_cuts(allowed_special)
-        _remember(self._cuts, allowed_special, cuts)
-        return cuts
+        return self._cuts.get(allowed_special, lambda: self._make_cuts(allowed_special))
 
     def _make_cuts(self, allowed_special: frozenset[str]):
         from . import normalizers as norm
@@ -341,17 +371,15 @@ class Pipeline(RustBacked):
         return out
 
     def _matcher(self, normalized: bool, allowed_special: frozenset[str]) -> _Matcher:
-        key = (normalized, allowed_special)
-        matcher = self._matchers.get(key)
-        if matcher is None:
-            if normalized:
-                tokens = {c: t for c, t in self._normalized_content.items() if not t.special or t.content in allowed_special}
-            else:
-                tokens = {c: t for c, t in self._added_by_content.items()
-                          if not t.normalized and (not t.special or t.content in allowed_special)}
-            matcher = _Matcher(tokens)
-            _remember(self._matchers, key, matcher)
-        return matcher
+        return self._matchers.get((normalized, allowed_special), lambda: self._make_matcher(normalized, allowed_special))
+
+    def _make_matcher(self, normalized: bool, allowed_special: frozenset[str]) -> _Matcher:
+        if normalized:
+            tokens = {c: t for c, t in self._normalized_content.items() if not t.special or t.content in allowed_special}
+        else:
+            tokens = {c: t for c, t in self._added_by_content.items()
+                      if not t.normalized and (not t.special or t.content in allowed_special)}
+        return _Matcher(tokens)
 
     def _normalize(self, piece: str) -> tuple[str, bool]:
         n = self.normalizer
