@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 
 import pytest
 
@@ -74,14 +75,29 @@ def test_trained_models(botchan_lines, model_type, variant):
           botchan_lines[:200] + EDGE + PROBES + random_texts(300, 2), one_call)
 
 
-def test_allowed_special_tokens_take_the_general_path():
-    tok = load_sentencepiece(model_path("botchan_en_unigram_1000"))
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "botchan_en_bpe_1000", "mistral-7b-v0.1"])
+def test_allowed_special_tokens_are_cut_out_before_the_one_call_path(name):
+    """With special tokens allowed, each is its id and the text between goes to Rust: the ids of
+    the general path and of sentencepiece (which cuts control symbols nowhere: the pieces are
+    compared with it one by one)."""
+    path = model_path(name)
+    tok, sp = load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
     pipeline = tok._pipeline
-    assert pipeline._whole_for(frozenset({"<s>"})) is None  # "<s>" is then cut out as its id
-    texts = ["<s>hello</s> world", "a<s>b", "<unk>"]
-    for t in texts:
-        ids = tok.encode(t, allowed_special="all", add_special_tokens=False)
-        assert ids == general(pipeline, [t], allowed_special=frozenset(tok.special_tokens), add_special_tokens=False)[0][0]
+    allowed = frozenset(tok.special_tokens)
+    assert pipeline._whole_for(allowed) is not None
+    texts = ["<s>hello</s> world", "a<s>b", "<unk>", "<s>", "<s><s>", " <s> ", "x</s>", "</s>  y <s>\n"] + random_texts(300, 4)
+    assert sum("<s>" in t or "</s>" in t for t in texts) > 100
+    ones = [pipeline.encode(t, allowed_special=allowed, add_special_tokens=False) for t in texts]
+    batch = pipeline.encode_batch(texts, allowed_special=allowed, add_special_tokens=False, num_threads=2)
+    slow, slow_batch = general(pipeline, texts, allowed_special=allowed, add_special_tokens=False)
+    assert ones == slow == slow_batch == batch
+    specials = {tok.token_to_id(s): s for s in allowed}
+    for text, ids in zip(texts, ones):
+        # Between the special ids, sentencepiece's ids of the pieces between the special tokens.
+        pieces = re.split("(" + "|".join(map(re.escape, sorted(allowed, key=len, reverse=True))) + ")", text)
+        expected = [i for p in pieces if p for i in ([tok.token_to_id(p)] if p in allowed else sp.encode(p))]
+        assert ids == expected, text
+    assert any(i in specials for ids in ones for i in ids)
     assert tok.encode("<s>hi", allowed_special={"<s>"}, add_special_tokens=False)[0] == tok.token_to_id("<s>")
 
 

@@ -151,6 +151,39 @@ class _Kept:
         return (_Kept, ())
 
 
+def _between_added_tokens(raw: _Matcher, encode: Callable[[str], list[int]],
+                          encode_batch: Callable[[list[str], int | None], list[list[int]]]):
+    """``encode`` and ``encode_batch`` (of whole texts) turned into encodings of texts that may
+    hold the added tokens ``raw`` finds: each token is its id, the pieces between are encoded (a
+    batch's pieces in one call). The general path cuts the raw text the same way."""
+
+    def encode_with_tokens(text: str) -> list[int]:
+        ids: list[int] = []
+        for start, end, token in raw.split(text):
+            if token is not None:
+                ids.append(token.id)
+            elif end > start:
+                ids.extend(encode(text[start:end]))
+        return ids
+
+    def encode_batch_with_tokens(texts: list[str], num_threads: int | None) -> list[list[int]]:
+        plans: list[list[int]] = []
+        pieces: list[str] = []
+        for text in texts:
+            plan = []
+            for start, end, token in raw.split(text):
+                if token is not None:
+                    plan.append(token.id)
+                elif end > start:
+                    plan.append(~len(pieces))
+                    pieces.append(text[start:end])
+            plans.append(plan)
+        encoded = encode_batch(pieces, num_threads)
+        return [carry_out(plan, encoded) for plan in plans]
+
+    return encode_with_tokens, encode_batch_with_tokens
+
+
 def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
     """The ids of one text of a batch from its plan: ids as they are, and ``~k`` for the ids of
     the k-th piece encoded in one call for the whole batch."""
@@ -216,10 +249,12 @@ class Pipeline(RustBacked):
 
     def _whole_for(self, allowed_special: frozenset[str]):
         """(encode one text, encode a batch on n threads) in one Rust call each, normalizer and
-        model, for a SentencePiece model (its normalizer, no pre-tokenizer) when no added token
-        is cut out for this set of allowed special tokens and the model's Rust encoding of the
-        normalized text is its whole encoding (Unigram; BPE without user-defined pieces, unused
-        pieces or missing byte pieces); None otherwise."""
+        model, for a SentencePiece model (its normalizer, no pre-tokenizer) when the model's Rust
+        encoding of the normalized text is its whole encoding (Unigram; BPE without user-defined
+        pieces, unused pieces or missing byte pieces) and no added token is matched in the
+        normalized text for this set of allowed special tokens; None otherwise. Added tokens
+        matched in the raw text (SentencePiece's control symbols, once allowed) are cut out in
+        Python first, as on the general path, and the pieces between them go to Rust."""
         return self._whole.get(allowed_special, lambda: self._make_whole(allowed_special))
 
     def _make_whole(self, allowed_special: frozenset[str]):
@@ -228,8 +263,7 @@ class Pipeline(RustBacked):
         whole = None
         model = self.model
         if (type(self.normalizer) is SentencePieceNormalizer and type(model) in (SentencePieceUnigram, SentencePieceBPE)
-                and self.pre_tokenizer is None and not self._matcher(False, allowed_special).tokens
-                and not self._matcher(True, allowed_special).tokens):
+                and self.pre_tokenizer is None and not self._matcher(True, allowed_special).tokens):
             normalizer = self.normalizer.rust()
             if type(model) is SentencePieceUnigram:
                 rust = model._core._core
@@ -239,6 +273,9 @@ class Pipeline(RustBacked):
                 rust, fuse = model._core._core, None if model.byte_fallback else model.unk_id
                 whole = (lambda text: rust.encode_normalized(normalizer, text, fuse),
                          lambda texts, n: rust.encode_normalized_batch(normalizer, texts, fuse, n))
+        raw = self._matcher(False, allowed_special)
+        if whole is not None and raw.tokens:
+            whole = _between_added_tokens(raw, *whole)
         return whole
 
     def _cuts_for(self, allowed_special: frozenset[str]):
