@@ -279,6 +279,25 @@ class BertNormalizer(Normalizer):
             text = text.lower() if text.isascii() else lowercase(text)
         return text, keeps
 
+    def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
+        """The normalized text, and for each of its characters the index of the character of
+        ``text`` it comes from: every step here works one character at a time (the accents are
+        stripped from each character's own NFD, as `tokenizers` does), so each output character
+        has one origin, as in `tokenizers`' alignments."""
+        table = _bert_table(self.clean_text, self.handle_chinese_chars) if self.clean_text or self.handle_chinese_chars else None
+        strip = self.strip_accents if self.strip_accents is not None else self.lowercase
+        out: list[str] = []
+        origin: list[int] = []
+        for i, c in enumerate(text):
+            piece = c.translate(table) if table is not None else c
+            if strip and not piece.isascii():
+                piece = _BERT_MARKS_RE.sub("", unicode_normalize("NFD", piece))
+            if self.lowercase:
+                piece = lowercase(piece)
+            out.append(piece)
+            origin.extend([i] * len(piece))
+        return "".join(out), origin
+
     def normalize(self, text: str) -> str:
         return self.normalize_with_origin(text)[0]
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from . import _core
 from ._pickling import RustBacked
+from .errors import EncodeError
 from .pre_tokenizers import RUST_REGEX_WORD as _WORD_CHAR  # Hugging Face's single_word check
 from .pre_tokenizers import WHITESPACE as _SPACE_CHAR  # lstrip and rstrip
 
@@ -313,6 +314,65 @@ class Pipeline(RustBacked):
                                   and len(p.pattern) == 1 and p.pattern == replace[0] and p.pattern not in replace[1]):
             return None
         return _core.Cuts([(c, t.id) for c, t in raw.items()], replace)
+
+    def offsets_supported(self) -> bool:
+        """Whether `encode_with_offsets` can say where each token comes from: BERT's pipeline
+        (its normalizer or none, its pre-tokenizer, WordPiece)."""
+        from .models import WordPiece
+        from .normalizers import BertNormalizer
+        from .pre_tokenizers import BertPreTokenizer
+
+        return (type(self.model) is WordPiece and type(self.pre_tokenizer) is BertPreTokenizer
+                and (self.normalizer is None or type(self.normalizer) is BertNormalizer))
+
+    def encode_with_offsets(self, text: str, allowed_special: frozenset[str]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids without the template's tokens, and for each the span of characters of ``text`` it
+        comes from, as `tokenizers` gives them (``Encoding.offsets``): a word piece spans the
+        characters its normalized characters come from (a lowercased or accent-stripped
+        character is its original), an added token its match, an unknown word the whole word.
+        Only where `offsets_supported`."""
+        raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
+        model = self.model
+        unk = model._vocab.get(model.unk_token)
+        prefix = len(model.continuing_subword_prefix)
+        words_re = self.pre_tokenizer._words
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for start, end, token in raw.split(text):
+            if token is not None:
+                ids.append(token.id)
+                spans.append((start, end))
+                continue
+            if start == end:
+                continue
+            piece = text[start:end]
+            if self.normalizer is None:
+                norm, origin = piece, range(len(piece))
+            else:
+                norm, origin = self.normalizer.normalize_aligned(piece)
+                if norm != self.normalizer.normalize(piece):
+                    raise EncodeError("encode_with_offsets cannot align this text with its normalized form; "
+                                      "encode() gives its ids")
+            for s, e, ntoken in normalized.split(norm):
+                if ntoken is not None:
+                    ids.append(ntoken.id)
+                    spans.append((start + origin[s], start + origin[e - 1] + 1) if e > s else (start + origin[s], start + origin[s]))
+                    continue
+                words = list(words_re.finditer(norm, s, e))
+                word_ids = iter(model.encode_words([m.group() for m in words]))
+                for m in words:
+                    # The word's pieces follow each other; an unknown word is one piece.
+                    at = m.start()
+                    while at < m.end():
+                        i = next(word_ids)
+                        n = m.end() - at if i == unk else len(model._tokens[i]) - (prefix if at > m.start() else 0)
+                        if n <= 0:
+                            raise EncodeError(f"encode_with_offsets: the pieces of {m.group()!r} do not cover it; "
+                                              "please report this input")
+                        ids.append(i)
+                        spans.append((start + origin[at], start + origin[at + n - 1] + 1))
+                        at += n
+        return ids, spans
 
     @property
     def special_tokens(self) -> dict[str, int]:

@@ -9,6 +9,7 @@ One string's path through ``encode``: special tokens the caller allowed are cut 
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import operator
 import os
@@ -497,17 +498,33 @@ class Tokenizer(TiktokenMethods):
                             disallowed_special: AllowedSpecial = "all") -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]]:
         """Ids with the span of each token in ``text``: ``(ids, byte_spans, char_spans)``.
 
-        Byte spans (into ``text.encode()``) tile the input and hold exactly the token's bytes.
-        A character split between tokens (a byte-level token can hold part of a character)
-        belongs to the char span of every token holding one of its bytes.
+        Byte-level BPE: byte spans (into ``text.encode()``) tile the input and hold exactly the
+        token's bytes. A character split between tokens (a byte-level token can hold part of a
+        character) belongs to the char span of every token holding one of its bytes.
+
+        BERT (WordPiece) pipelines, which normalize the text: each token's char span is the part
+        of ``text`` it was made from, as `tokenizers`' ``Encoding.offsets`` give it (a
+        lowercased or accent-stripped character spans its original; an unknown word the whole
+        word; the spaces and control characters between words belong to no token). Byte spans
+        are the same spans in bytes. The template's tokens (``[CLS]``) are not in the text and
+        are left out.
         """
         pipeline = self._pipeline
+        if pipeline is not None and pipeline.offsets_supported():
+            allowed = self._check_specials(text, allowed_special, disallowed_special)
+            ids, char_spans = pipeline.encode_with_offsets(_valid_text(text), allowed)
+            if text.isascii():
+                return ids, list(char_spans), char_spans
+            byte_at = [0, *itertools.accumulate(1 if c < "\x80" else 2 if c < "\u0800" else 3 if c < "\U00010000" else 4
+                                                for c in text)]
+            return ids, [(byte_at[s], byte_at[e]) for s, e in char_spans], char_spans
         # A normalizer that leaves this text as it is (Qwen's NFC on NFC text) changes nothing.
         if pipeline is not None and (pipeline.fast is None or (
                 pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text)):
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
-                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen); this "
-                              "tokenizer's pipeline rewrites the text before the model, so its tokens are not spans of it")
+                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen) and for BERT's "
+                              "WordPiece pipelines; this tokenizer's pipeline rewrites the text before the model, so its "
+                              "tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                           add_special_tokens=False)
