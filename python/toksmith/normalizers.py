@@ -331,6 +331,13 @@ class Replace(Normalizer):
         keeps = not (spans[0][0] == 0 and spans[0][1] > 0 and not self.content)
         return "".join(parts), keeps
 
+    def normalize_aligned(self, text: str) -> tuple[str, range]:
+        """A replacement of one character by one: the normalized text, and each of its
+        characters' origin (its own index)."""
+        if self.is_regex or len(self.pattern) != 1 or len(self.content) != 1:
+            raise NotImplementedError("alignment of a replacement other than one character by one")
+        return text.replace(self.pattern, self.content), range(len(text))
+
     def normalize(self, text: str) -> str:
         if self._regex is not None and not self.is_regex:  # fast path for literal strings
             return text.replace(self.pattern, self.content)

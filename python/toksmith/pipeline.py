@@ -317,25 +317,32 @@ class Pipeline(RustBacked):
 
     def offsets_supported(self) -> bool:
         """Whether `encode_with_offsets` can say where each token comes from: BERT's pipeline
-        (its normalizer or none, its pre-tokenizer, WordPiece)."""
-        from .models import WordPiece
-        from .normalizers import BertNormalizer
-        from .pre_tokenizers import BertPreTokenizer
+        (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over characters (no
+        subword prefix or suffix) behind no normalizer or a replacement of one character by one
+        (Gemma 3's " " by "▁") and no pre-tokenizer or a split on a literal that keeps every
+        character."""
+        from . import normalizers as norm
+        from . import pre_tokenizers as pre
+        from .models import BPE, WordPiece
 
-        return (type(self.model) is WordPiece and type(self.pre_tokenizer) is BertPreTokenizer
-                and (self.normalizer is None or type(self.normalizer) is BertNormalizer))
+        n, p, model = self.normalizer, self.pre_tokenizer, self.model
+        if type(model) is WordPiece:
+            return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
+        return (isinstance(model, BPE) and self.fast is None and not model.options["continuing_subword_prefix"]
+                and not model.options["end_of_word_suffix"]
+                and (n is None or type(n) is norm.Replace and not n.is_regex and len(n.pattern) == len(n.content) == 1)
+                and (p is None or type(p) is pre.Split and not p.is_regex and not p.invert and p.behavior != "removed"))
 
     def encode_with_offsets(self, text: str, allowed_special: frozenset[str]) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids without the template's tokens, and for each the span of characters of ``text`` it
-        comes from, as `tokenizers` gives them (``Encoding.offsets``): a word piece spans the
+        comes from, as `tokenizers` gives them (``Encoding.offsets``): a token spans the
         characters its normalized characters come from (a lowercased or accent-stripped
-        character is its original), an added token its match, an unknown word the whole word.
-        Only where `offsets_supported`."""
+        character is its original), an added token its match, an unknown word the whole word, a
+        byte token (byte fallback) the character it is a byte of. Only where `offsets_supported`."""
+        from .models import WordPiece
+
         raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
-        model = self.model
-        unk = model._vocab.get(model.unk_token)
-        prefix = len(model.continuing_subword_prefix)
-        words_re = self.pre_tokenizer._words
+        pieces = self._word_pieces if type(self.model) is WordPiece else self._bpe_pieces
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         for start, end, token in raw.split(text):
@@ -356,23 +363,59 @@ class Pipeline(RustBacked):
             for s, e, ntoken in normalized.split(norm):
                 if ntoken is not None:
                     ids.append(ntoken.id)
-                    spans.append((start + origin[s], start + origin[e - 1] + 1) if e > s else (start + origin[s], start + origin[s]))
+                    spans.append((start + origin[s], start + origin[e - 1] + 1) if e > s else (start + origin[s],) * 2)
                     continue
-                words = list(words_re.finditer(norm, s, e))
-                word_ids = iter(model.encode_words([m.group() for m in words]))
-                for m in words:
-                    # The word's pieces follow each other; an unknown word is one piece.
-                    at = m.start()
-                    while at < m.end():
-                        i = next(word_ids)
-                        n = m.end() - at if i == unk else len(model._tokens[i]) - (prefix if at > m.start() else 0)
-                        if n <= 0:
-                            raise EncodeError(f"encode_with_offsets: the pieces of {m.group()!r} do not cover it; "
-                                              "please report this input")
-                        ids.append(i)
-                        spans.append((start + origin[at], start + origin[at + n - 1] + 1))
-                        at += n
+                if e == s:
+                    continue
+                for i, a, b in pieces(norm, s, e, start == 0 and s == 0):
+                    ids.append(i)
+                    spans.append((start + origin[a], start + origin[b - 1] + 1))
         return ids, spans
+
+    def _word_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+        """(id, start, end) in ``norm`` of the WordPiece tokens of ``norm[s:e]``, word by word."""
+        model = self.model
+        unk = model._vocab.get(model.unk_token)
+        prefix = len(model.continuing_subword_prefix)
+        words = list(self.pre_tokenizer._words.finditer(norm, s, e))
+        word_ids = iter(model.encode_words([m.group() for m in words]))
+        for m in words:
+            # The word's pieces follow each other; an unknown word is one piece.
+            at = m.start()
+            while at < m.end():
+                i = next(word_ids)
+                n = m.end() - at if i == unk else len(model._tokens[i]) - (prefix if at > m.start() else 0)
+                if n <= 0:
+                    raise EncodeError(f"encode_with_offsets: the pieces of {m.group()!r} do not cover it; please report this input")
+                yield i, at, at + n
+                at += n
+
+    def _bpe_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+        """(id, start, end) in ``norm`` of the BPE tokens of ``norm[s:e]``: each token's string
+        follows the one before; a byte token (``<0xNN>``) spans the character it is a byte of."""
+        piece = norm[s:e]
+        words = self.pre_tokenizer.pre_tokenize(piece, is_first=first) if self.pre_tokenizer is not None else [piece]
+        at, byte = s, 0  # the next character, and how many of its bytes the byte tokens before took
+        unk = self.model.options["unk_token"]
+        for i in self.model.encode_words(words):
+            token = self.model._tokens[i]
+            if len(token) == 6 and token.startswith("<0x") and token.endswith(">") and self.model.options["byte_fallback"]:
+                size = len(norm[at].encode("utf-8")) if at < e else 0
+                if byte >= size:
+                    raise EncodeError(f"encode_with_offsets: the tokens of {piece!r} do not follow it; please report this input")
+                yield i, at, at + 1
+                byte += 1
+                if byte == size:
+                    at, byte = at + 1, 0
+            elif byte == 0 and token != unk and norm.startswith(token, at) and at + len(token) <= e:
+                yield i, at, at + len(token)
+                at += len(token)
+            else:
+                raise EncodeError(f"encode_with_offsets: the tokens of {piece!r} do not follow its text (an unknown "
+                                  "or dropped character); encode() gives its ids")
+        if at != e:
+            raise EncodeError(f"encode_with_offsets: the tokens of {piece!r} do not cover it (a dropped character); "
+                              "encode() gives its ids")
 
     @property
     def special_tokens(self) -> dict[str, int]:

@@ -502,12 +502,14 @@ class Tokenizer(TiktokenMethods):
         token's bytes. A character split between tokens (a byte-level token can hold part of a
         character) belongs to the char span of every token holding one of its bytes.
 
-        BERT (WordPiece) pipelines, which normalize the text: each token's char span is the part
-        of ``text`` it was made from, as `tokenizers`' ``Encoding.offsets`` give it (a
-        lowercased or accent-stripped character spans its original; an unknown word the whole
-        word; the spaces and control characters between words belong to no token). Byte spans
-        are the same spans in bytes. The template's tokens (``[CLS]``) are not in the text and
-        are left out.
+        Pipelines that normalize the text, BERT (WordPiece) and BPE over characters behind a
+        replacement of one character by one (Gemma 3): each token's char span is the part of
+        ``text`` it was made from, as `tokenizers`' ``Encoding.offsets`` give it (a lowercased
+        or accent-stripped character spans its original; an unknown word the whole word; each
+        byte token of a character outside the vocabulary that character; the spaces and
+        control characters between BERT's words belong to no token). Byte spans are the same
+        spans in bytes. The template's tokens (``[CLS]``, ``<bos>``) are not in the text and are
+        left out.
         """
         pipeline = self._pipeline
         if pipeline is not None and pipeline.offsets_supported():
@@ -522,8 +524,8 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and (pipeline.fast is None or (
                 pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text)):
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
-                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen) and for BERT's "
-                              "WordPiece pipelines; this tokenizer's pipeline rewrites the text before the model, so its "
+                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), BERT's "
+                              "WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites the text before the model, so its "
                               "tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,

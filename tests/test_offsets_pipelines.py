@@ -1,6 +1,7 @@
-"""`encode_with_offsets` of BERT (WordPiece) pipelines, which normalize the text: ids and char
-spans against `tokenizers`' ``Encoding.offsets`` on the shared corpora, the edge strings and
-random text dense in what the normalizer changes (accents, case, CJK, control characters)."""
+"""`encode_with_offsets` of pipelines that normalize the text: BERT (WordPiece) and Gemma 3 (BPE
+over characters, " " replaced by "▁", byte fallback). Ids and char spans against `tokenizers`'
+``Encoding.offsets`` on the shared corpora, the edge strings and random text dense in what the
+normalizer changes (accents, case, CJK, control characters) and in byte-fallback characters."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def texts() -> list[str]:
     return EDGE_STRINGS + [t for group in corpus_texts(4_000, udhr_every=6).values() for t in group] + random_texts(600, 1)
 
 
-def test_offsets_match_tokenizers(texts):
+def test_bert_offsets_match_tokenizers(texts):
     ours, ref = both("bert-base-uncased")
     assert any(not t.isascii() for t in texts)
     # tokenizers matches its added tokens ([CLS], [MASK]...) always: allow them all.
@@ -67,3 +68,32 @@ def test_spans_without_the_special_tokens_allowed():
     assert ids == ours.encode("a [MASK] b", disallowed_special=(), add_special_tokens=False)
     assert spans[0] == (0, 1) and spans[-1] == (9, 10) and len(ids) > 3
     assert [("a [MASK] b")[s:e] for s, e in spans[1:-1]] == ["[", "MASK", "]"]
+
+
+def test_gemma3_offsets_match_tokenizers(texts):
+    """Gemma 3: added tokens (newlines, space runs, HTML tags) cut out, each byte token of a
+    character outside the vocabulary spans that character."""
+    ours, ref = both("gemma3")
+    extra = ["Hello  world", "\U000E0100x", "a\U0001FAE8b", " x", "x\n\ny", "𝔘𝔫𝔦", "<start_of_turn>user\nhi<end_of_turn>"]
+    compare(ours, ref, extra + texts, "all")
+    ids, _, spans = ours.encode_with_offsets("a\U0001FAE8b")
+    assert len(ids) == 6 and spans[1:5] == [(1, 2)] * 4  # four byte tokens, one character
+
+
+def test_tokens_that_do_not_follow_the_text_are_refused():
+    """BPE that drops a character outside its vocabulary, or gives it the unknown token: no
+    span can be told for it, so EncodeError (encode() still gives the ids)."""
+    import toksmith
+    from toksmith import normalizers as norm
+    from toksmith.formats.hf import HFBPE
+    from toksmith.pipeline import Pipeline
+    from toksmith.tokenizer import Tokenizer
+
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "▁": 4}
+    for unk in (None, "<unk>"):
+        model = HFBPE(vocab, [("a", "b")], unk_token=unk)
+        tok = Tokenizer.from_pipeline(Pipeline(model, normalizer=norm.Replace(" ", "▁")))
+        assert tok.encode_with_offsets("ab a")[2] == [(0, 2), (2, 3), (3, 4)]
+        with pytest.raises(toksmith.EncodeError, match="encode\\(\\) gives its ids"):
+            tok.encode_with_offsets("ab x")
+        assert tok.encode("ab x", add_special_tokens=False)[:2] == [3, 4]
