@@ -97,3 +97,81 @@ def test_tokens_that_do_not_follow_the_text_are_refused():
         with pytest.raises(toksmith.EncodeError, match="encode\\(\\) gives its ids"):
             tok.encode_with_offsets("ab x")
         assert tok.encode("ab x", add_special_tokens=False)[:2] == [3, 4]
+
+
+# ---------------------------------------------------------------------------- SentencePiece
+
+
+def sentencepiece_spans(sp, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """sentencepiece's ids and ``begin``/``end`` (bytes of ``text``) of each piece."""
+    pieces = sp.encode(text, return_type="proto").pieces
+    return [p.id for p in pieces], [(p.begin, p.end) for p in pieces]
+
+
+def compare_sentencepiece(tok, sp, texts: list[str]) -> None:
+    problems = []
+    for text in texts:
+        expected_ids, expected_spans = sentencepiece_spans(sp, text)
+        ids, byte_spans, char_spans = tok.encode_with_offsets(text, disallowed_special=())
+        if ids != expected_ids or byte_spans != expected_spans:
+            problems.append(f"{text[:60]!r}: {list(zip(ids, byte_spans))[:8]} != {list(zip(expected_ids, expected_spans))[:8]}")
+            continue
+        assert char_spans == [(len(text.encode()[:s].decode()), len(text.encode()[:e].decode())) for s, e in byte_spans]
+    assert not problems, f"{len(problems)} of {len(texts)} texts differ from sentencepiece, e.g.:\n" + "\n".join(problems[:5])
+
+
+def sentencepiece_texts(seed: int) -> list[str]:
+    from test_sentencepiece_parity import EDGE, PROBES
+    from test_sentencepiece_whole import random_texts as sp_random_texts
+
+    text = data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8")
+    return EDGE + PROBES + text.split("\n")[:300] + sp_random_texts(500, seed) + [
+        "  Hello   world  ", "ﬁne Ⅻ", "a\u3000b", "éé x", "x日本y", "x\U0001F600y", "é\U000E0100\U000E0100x"]
+
+
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000", "botchan_en_bpe_1000", "mistral-7b-v0.1"])
+def test_sentencepiece_offsets_match_sentencepiece(name):
+    """Spans as sentencepiece's ``begin``/``end``: a replacement (NFKC "Ⅻ" -> "XII") spans its
+    source in its last token, the dummy prefix alone spans nothing, a run of spaces made one
+    spans the run, unknown runs and byte tokens their characters."""
+    spm = pytest.importorskip("sentencepiece")
+    from test_sentencepiece_parity import model_path
+
+    from toksmith.formats.sentencepiece import load_sentencepiece
+
+    path = model_path(name)
+    compare_sentencepiece(load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path)), sentencepiece_texts(8))
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+@pytest.mark.parametrize("variant", ["user_and_control", "byte_fallback", "identity_no_prefix", "keep_whitespace",
+                                     "nfkc_cf", "whitespace_pieces"])
+def test_sentencepiece_offsets_of_trained_models(model_type, variant):
+    """Every option that changes normalization or pieces (user-defined pieces, byte fallback,
+    no dummy prefix, spaces kept, case folding)."""
+    spm = pytest.importorskip("sentencepiece")
+    from test_sentencepiece_parity import SYNTHETIC, train
+
+    from toksmith.formats.sentencepiece import sentencepiece_from_bytes
+
+    lines = [line for line in data_path("corpora", "en", "botchan.txt").read_text(encoding="utf-8").split("\n") if line.strip()]
+    data = train(lines, model_type=model_type, **SYNTHETIC[variant])
+    compare_sentencepiece(sentencepiece_from_bytes(data), spm.SentencePieceProcessor(model_proto=data), sentencepiece_texts(9)[:700])
+
+
+def test_sentencepiece_special_tokens_allowed_are_their_match():
+    spm = pytest.importorskip("sentencepiece")
+    from test_sentencepiece_parity import model_path
+
+    from toksmith.formats.sentencepiece import load_sentencepiece
+
+    path = model_path("mistral-7b-v0.1")
+    tok, sp = load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+    text = "Hi <s>there</s>  x"
+    ids, byte_spans, _ = tok.encode_with_offsets(text, allowed_special="all")
+    assert ids == tok.encode(text, allowed_special="all", add_special_tokens=False)
+    assert (tok.token_to_id("<s>"), (3, 6)) in list(zip(ids, byte_spans))
+    # Between the special tokens, sentencepiece's spans of each piece, moved to where it starts.
+    for piece, at in (("Hi ", 0), ("there", 6), ("  x", 15)):
+        _, spans = sentencepiece_spans(sp, piece)
+        assert all((s + at, e + at) in byte_spans for s, e in spans)

@@ -54,12 +54,18 @@ class PrecompiledCharsmap:
         unchanged: SentencePiece does that for user-defined pieces. SentencePiece's whitespace
         handling works on these pieces, which is why they are exposed.
         """
+        return ((piece, kind) for piece, kind, _ in self.pieces_from(text, protected))
+
+    def pieces_from(self, text: str, protected: Iterable[str] = ()) -> Iterator[tuple[str, int, int]]:
+        """`pieces`, each with the index in ``text`` of the character it starts from (a KEPT
+        piece is that part of ``text``; a rule's replacement or a protected string, what it
+        matched from there up to the next piece's start)."""
         protected = frozenset(p for p in protected if p)
         scanner = self._scanner(protected)
         search = scanner.search_for(text)
         if search is None:
             if text:
-                yield text, KEPT
+                yield text, KEPT, 0
             return
         table, lengths, protected_lengths = self.table, self._lengths, scanner.protected_lengths
         starts, firsts, seconds = scanner.starts, scanner.firsts, scanner.seconds
@@ -81,27 +87,27 @@ class PrecompiledCharsmap:
                 at = j + 1
                 continue
             if start > pos:
-                yield text[pos:start], KEPT
+                yield text[pos:start], KEPT, pos
             first = text[start]
             # The longest protected string, else the longest rule, starting here.
             for length in protected_lengths.get(first, ()):
                 if text[start:start + length] in protected:
-                    yield text[start:start + length], PROTECTED
+                    yield text[start:start + length], PROTECTED, start
                     pos = start + length
                     break
             else:
                 for length in lengths.get(first, ()):
                     replacement = table.get(text[start:start + length])
                     if replacement is not None:
-                        yield replacement, REPLACED
+                        yield replacement, REPLACED, start
                         pos = start + length
                         break
                 else:  # only longer rules start with this character, and none matches here
-                    yield first, KEPT
+                    yield first, KEPT, start
                     pos = start + 1
             at = pos
         if pos < n:
-            yield text[pos:], KEPT
+            yield text[pos:], KEPT, pos
 
     def _scanner(self, protected: frozenset[str]) -> "_Scanner":
         if protected not in self._scanners:

@@ -316,8 +316,8 @@ class Pipeline(RustBacked):
         return _core.Cuts([(c, t.id) for c, t in raw.items()], replace)
 
     def offsets_supported(self) -> bool:
-        """Whether `encode_with_offsets` can say where each token comes from: BERT's pipeline
-        (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over characters (no
+        """Whether `encode_with_offsets` can say where each token comes from: SentencePiece models,
+        BERT's pipeline (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over characters (no
         subword prefix or suffix) behind no normalizer or a replacement of one character by one
         (Gemma 3's " " by "▁") and no pre-tokenizer or a split on a literal that keeps every
         character."""
@@ -325,7 +325,11 @@ class Pipeline(RustBacked):
         from . import pre_tokenizers as pre
         from .models import BPE, WordPiece
 
+        from .formats.sentencepiece import SentencePieceBPE, SentencePieceNormalizer, SentencePieceUnigram
+
         n, p, model = self.normalizer, self.pre_tokenizer, self.model
+        if type(model) in (SentencePieceUnigram, SentencePieceBPE):
+            return type(n) is SentencePieceNormalizer and p is None
         if type(model) is WordPiece:
             return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
         return (isinstance(model, BPE) and self.fast is None and not model.options["continuing_subword_prefix"]
@@ -339,6 +343,7 @@ class Pipeline(RustBacked):
         characters its normalized characters come from (a lowercased or accent-stripped
         character is its original), an added token its match, an unknown word the whole word, a
         byte token (byte fallback) the character it is a byte of. Only where `offsets_supported`."""
+        from .formats.sentencepiece import SentencePieceNormalizer
         from .models import WordPiece
 
         raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
@@ -353,6 +358,14 @@ class Pipeline(RustBacked):
             if start == end:
                 continue
             piece = text[start:end]
+            if type(self.normalizer) is SentencePieceNormalizer:
+                if normalized.tokens:
+                    raise EncodeError("encode_with_offsets: this SentencePiece tokenizer matches added tokens in the "
+                                      "normalized text; their spans are not known. encode() gives the ids")
+                for i, a, b in self._sentencepiece_pieces(piece):
+                    ids.append(i)
+                    spans.append((start + a, start + b))
+                continue
             if self.normalizer is None:
                 norm, origin = piece, range(len(piece))
             else:
@@ -371,6 +384,52 @@ class Pipeline(RustBacked):
                     ids.append(i)
                     spans.append((start + origin[a], start + origin[b - 1] + 1))
         return ids, spans
+
+    def _sentencepiece_pieces(self, text: str) -> list[tuple[int, int, int]]:
+        """(id, start, end) in ``text`` of the tokens of a SentencePiece model, as SentencePiece
+        gives them (``begin``, ``end``, in characters): each token's bytes in the normalized
+        text, mapped back by `SentencePieceNormalizer.normalize_with_offsets`. A byte token is
+        one byte; an unknown token (a run of unknown characters) spans what the tokens around it
+        leave: the fewest characters after which the known tokens up to the next unknown one
+        follow."""
+        from .formats.sentencepiece import BYTE, UNKNOWN
+
+        model = self.model
+        norm, origin = self.normalizer.normalize_with_offsets(text)
+        if norm != self.normalizer.normalize(text):
+            raise EncodeError("encode_with_offsets cannot align this text with its normalized form; encode() gives its ids")
+        data = norm.encode("utf-8")
+        ids = model.encode_words([norm]) if norm else []
+        # Each token's bytes; None for an unknown token, whose length is solved below.
+        surfaces = [bytes([int(model.pieces[i][3:5], 16)]) if model.types[i] == BYTE else
+                    None if model.types[i] == UNKNOWN else model.pieces[i].encode("utf-8") for i in ids]
+        out = []
+        at = 0
+        for k, (i, surface) in enumerate(zip(ids, surfaces)):
+            if surface is None:
+                after = b""
+                for later in surfaces[k + 1:]:
+                    if later is None:
+                        break
+                    after += later
+                last = all(x is not None for x in surfaces[k + 1:])
+                n = next((n for n in range(1, len(data) - at + 1)
+                          if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
+                          and (not last or at + n + len(after) == len(data))), None)
+                if n is None:
+                    raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
+                                      "text; please report this input")
+            elif data.startswith(surface, at):
+                n = len(surface)
+            else:
+                raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
+                                  "text; please report this input")
+            out.append((i, origin[at], origin[at + n]))
+            at += n
+        if at != len(data):
+            raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not cover its normalized text; "
+                              "please report this input")
+        return out
 
     def _word_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the WordPiece tokens of ``norm[s:e]``, word by word."""

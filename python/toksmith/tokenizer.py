@@ -508,8 +508,11 @@ class Tokenizer(TiktokenMethods):
         or accent-stripped character spans its original; an unknown word the whole word; each
         byte token of a character outside the vocabulary that character; the spaces and
         control characters between BERT's words belong to no token). Byte spans are the same
-        spans in bytes. The template's tokens (``[CLS]``, ``<bos>``) are not in the text and are
-        left out.
+        spans in bytes. SentencePiece models (``.model``): byte spans as sentencepiece's
+        ``begin``/``end`` (a replacement such as NFKC's "Ⅻ" -> "XII" spans its source in its
+        last token and nothing in the others; a run of spaces made one "▁" spans the run; the
+        dummy prefix alone spans nothing), char spans the same in characters. The template's
+        tokens (``[CLS]``, ``<bos>``) are not in the text and are left out.
         """
         pipeline = self._pipeline
         if pipeline is not None and pipeline.offsets_supported():
@@ -524,8 +527,8 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and (pipeline.fast is None or (
                 pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text)):
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
-                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), BERT's "
-                              "WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites the text before the model, so its "
+                              "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
+                              "models, BERT's WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites the text before the model, so its "
                               "tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,

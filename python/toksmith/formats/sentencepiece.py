@@ -137,6 +137,57 @@ class SentencePieceNormalizer:
         normalized = "".join(out)
         return normalized.rstrip(space) if squeeze else normalized
 
+    def normalize_with_offsets(self, text: str) -> tuple[str, list[int]]:
+        """The normalized text, and for each of its UTF-8 bytes, then for its end, the index of
+        the character of ``text`` it comes from, as SentencePiece's ``norm_to_orig`` (in
+        characters rather than bytes): a rule's replacement maps to where its source starts, a
+        run of spaces made one to its first space, the dummy prefix to the first character
+        kept, the end to the end of the text or of its last character before trailing spaces.
+        SentencePiece consumes a run of characters no rule applies to one character at a time;
+        so does this (`normalize_in_python` takes such runs whole, with the same result)."""
+        squeeze = self.remove_extra_whitespaces
+        space = SPACE if self.escape_whitespaces else " "
+        items = list(self.charsmap.pieces_from(text, self.user_defined))
+        chunks: list[tuple[str, int]] = []  # (normalized, index in text of its source)
+        for piece, kind, start in items:
+            if kind == KEPT:
+                chunks.extend((c, start + j) for j, c in enumerate(piece))
+            else:
+                chunks.append((piece, start))
+        skip = 0
+        while squeeze and skip < len(chunks) and chunks[skip][0] == " ":
+            skip += 1
+        chunks = chunks[skip:]
+        if not chunks:
+            return "", [len(text)]
+        out: list[str] = []
+        origin: list[int] = []
+
+        def emit(piece: str, at: int) -> None:
+            out.append(piece)
+            origin.extend([at] * len(piece.encode("utf-8")))
+
+        if self.add_dummy_prefix:
+            emit(space, chunks[0][1])
+        prev_space = squeeze
+        for piece, at in chunks:
+            if squeeze:
+                if prev_space:
+                    piece = piece.lstrip(" ")
+                if piece:
+                    prev_space = piece.endswith(" ")
+            if piece:
+                emit(piece.replace(" ", space) if self.escape_whitespaces else piece, at)
+        normalized, end = "".join(out), len(text)
+        if squeeze:
+            size = len(space.encode("utf-8"))
+            while normalized.endswith(space):
+                normalized = normalized[:-1]
+                end = origin[len(origin) - size]
+                del origin[len(origin) - size:]
+        origin.append(end)
+        return normalized, origin
+
 
 def _drop_leading_spaces(pieces: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Drops the leading pieces that are a single space (the characters of KEPT runs count one by one)."""
