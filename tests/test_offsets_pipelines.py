@@ -175,3 +175,46 @@ def test_sentencepiece_special_tokens_allowed_are_their_match():
     for piece, at in (("Hi ", 0), ("there", 6), ("  x", 15)):
         _, spans = sentencepiece_spans(sp, piece)
         assert all((s + at, e + at) in byte_spans for s, e in spans)
+
+
+# ---------------------------------------------------------------------------- GGUF vocabularies
+
+
+GGUF_BYTE_LEVEL = ["gpt-2", "llama-bpe", "qwen2", "command-r", "deepseek-llm", "starcoder", "falcon", "gemma-4"]
+
+
+@pytest.mark.parametrize("name", GGUF_BYTE_LEVEL)
+def test_gguf_byte_level_tokens_are_their_bytes_and_spans_of_the_text(name):
+    """llama.cpp decodes bytes: a token holding part of a character gives its own bytes (it was
+    U+FFFD, so no span could be told); the spans of the tokens then tile the text."""
+    from test_gguf_vectors import tokenizer
+
+    tok = tokenizer(name)
+    han = data_path("corpora", "debian-handbook")
+    import lzma
+
+    texts = random_texts(150, 3)
+    for lang in ("zh-CN", "ru-RU", "ar-MA"):
+        with lzma.open(han / f"{lang}.txt.xz", "rt", encoding="utf-8") as f:
+            texts += [line for line in f.read(20_000).split("\n") if line.strip()][:40]
+    for text in texts:
+        data = text.encode("utf-8")
+        ids, byte_spans, char_spans = tok.encode_with_offsets(text, disallowed_special=())
+        assert ids == tok.encode(text, disallowed_special=(), add_special_tokens=False)
+        assert b"".join(tok.token_bytes(i) for i in ids) == data
+        assert b"".join(data[s:e] for s, e in byte_spans) == data
+        assert all(data[s:e] == tok.token_bytes(i) for i, (s, e) in zip(ids, byte_spans))
+        assert all(text[cs:ce].encode().find(data[bs:be]) >= 0 for (cs, ce), (bs, be) in zip(char_spans, byte_spans))
+
+
+def test_gguf_sentencepiece_offsets_refused_where_spaces_are_pieces():
+    """llama.cpp's SentencePiece vocabularies write spaces as "▁" and add one in front: the
+    tokens are not spans of a text with spaces (EncodeError), and are of one without."""
+    import toksmith
+    from test_gguf_vectors import tokenizer
+
+    tok = tokenizer("llama-spm")
+    with pytest.raises(toksmith.EncodeError, match="not spans of the input"):
+        tok.encode_with_offsets("two words")
+    ids, byte_spans, _ = tok.encode_with_offsets("日本語\U0001F600")
+    assert b"".join(tok.token_bytes(i) for i in ids) == "日本語\U0001F600".encode()

@@ -614,7 +614,7 @@ class Pipeline(RustBacked):
         added = self._added_by_content.get(token)
         return added.id if added is not None else self.model.token_to_id(token)
 
-    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+    def _tokens_to_decode(self, ids: Iterable[int], skip_special_tokens: bool) -> list[str]:
         from .errors import DecodeError
 
         tokens = []
@@ -627,7 +627,22 @@ class Pipeline(RustBacked):
             if skip_special_tokens and token in self._special_contents:
                 continue
             tokens.append(token)
+        return tokens
+
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+        tokens = self._tokens_to_decode(ids, skip_special_tokens)
         return self.decoder.decode(tokens) if self.decoder is not None else "".join(tokens)
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of ``ids``: what a decoder that works on bytes (llama.cpp's) gives before
+        turning them into text, so that a token holding part of a character (a byte token, a
+        byte-level token) gives its own bytes; other decoders' text as UTF-8."""
+        tokens = self._tokens_to_decode(ids, False)
+        if self.decoder is None:
+            return "".join(tokens).encode("utf-8")
+        if hasattr(self.decoder, "decode_bytes"):
+            return self.decoder.decode_bytes(tokens)
+        return self.decoder.decode(tokens).encode("utf-8")
 
     @property
     def vocab_size(self) -> int:

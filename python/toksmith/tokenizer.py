@@ -441,7 +441,7 @@ class Tokenizer(TiktokenMethods):
             ids = _id_list(ids)
             fast = self._pipeline.fast
             if fast is None:
-                return self._pipeline.decode(ids).encode("utf-8")
+                return self._pipeline.decode_bytes(ids)
             # Byte-level: each token's own bytes (an added token's are its string's).
             out = []
             for i in ids:
@@ -524,8 +524,9 @@ class Tokenizer(TiktokenMethods):
                                                 for c in text)]
             return ids, [(byte_at[s], byte_at[e]) for s, e in char_spans], char_spans
         # A normalizer that leaves this text as it is (Qwen's NFC on NFC text) changes nothing.
-        if pipeline is not None and (pipeline.fast is None or (
-                pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text)):
+        # Other pipelines (GGUF byte-level vocabularies) qualify where their tokens' bytes are the
+        # text's (checked below).
+        if pipeline is not None and pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text:
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
                               "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
                               "models, BERT's WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites the text before the model, so its "
@@ -535,7 +536,11 @@ class Tokenizer(TiktokenMethods):
                           add_special_tokens=False)
         import numpy as np
 
-        lengths = self._token_lengths() if pipeline is None else {i: len(self.token_bytes(i)) for i in set(ids)}
+        if pipeline is None:
+            lengths = self._token_lengths()
+        else:
+            surfaces = {i: self.token_bytes(i) for i in set(ids)}
+            lengths = {i: len(b) for i, b in surfaces.items()}
         data = text.encode("utf-8")
         # Token ends in bytes, and for each byte offset the index of the character holding it
         # (a character starts at every byte that is not a continuation byte 10xxxxxx).
@@ -550,11 +555,13 @@ class Tokenizer(TiktokenMethods):
             char_ends = np.where(ends > starts, char_of_byte[np.maximum(ends - 1, 0)] + 1, char_starts)
             byte_spans = list(zip(starts.tolist(), ends.tolist()))
             char_spans = list(zip(char_starts.tolist(), char_ends.tolist()))
-        if pos != len(data) or (pipeline is not None and self.decode_bytes(ids) != data):
-            if pipeline is not None:  # e.g. a ByteLevel pre-tokenizer that adds a prefix space
-                raise EncodeError("this tokenizer's pipeline changes the text (e.g. ByteLevel add_prefix_space, or a "
-                                  "normalizer acting on part of it), so its tokens are not spans of the input; "
-                                  "encode_with_offsets cannot apply")
+        # A pipeline's tokens are spans of the text where their bytes, one after the other, are
+        # the text's (then each token's bytes are the text's at its span).
+        if pos != len(data) or (pipeline is not None and b"".join(map(surfaces.__getitem__, ids)) != data):
+            if pipeline is not None:  # e.g. "▁" for spaces, or a ByteLevel pre-tokenizer adding a prefix space
+                raise EncodeError("this tokenizer's pipeline changes the text (e.g. spaces written as '▁', "
+                                  "ByteLevel add_prefix_space, or a normalizer acting on part of it), so its tokens "
+                                  "are not spans of the input; encode_with_offsets cannot apply")
             raise EncodeError("internal mismatch between token bytes and text; please report this input")
         return ids, byte_spans, char_spans
 

@@ -639,14 +639,15 @@ class LlamaDecoder:
         whose piece is empty (unused), not first (it would keep the next one's leading space)."""
         return self.piece(token) == b""
 
-    def decode(self, tokens: list[str]) -> str:
+    def decode_bytes(self, tokens: list[str]) -> bytes:
         parts = [self.piece(t) for t in tokens]
         if parts and self.remove_leading_space and parts[0].startswith(b" "):
             parts[0] = parts[0][1:]
         text = b"".join(parts)
-        if self.clean_spaces:
-            text = _clean_spaces(text)
-        return text.decode("utf-8", errors="replace")
+        return _clean_spaces(text) if self.clean_spaces else text
+
+    def decode(self, tokens: list[str]) -> str:
+        return self.decode_bytes(tokens).decode("utf-8", errors="replace")
 
 
 def _clean_spaces(text: bytes) -> bytes:
