@@ -218,3 +218,25 @@ def test_gguf_sentencepiece_offsets_refused_where_spaces_are_pieces():
         tok.encode_with_offsets("two words")
     ids, byte_spans, _ = tok.encode_with_offsets("日本語\U0001F600")
     assert b"".join(tok.token_bytes(i) for i in ids) == "日本語\U0001F600".encode()
+
+
+# ---------------------------------------------------------------------------- token bytes
+
+
+def test_byte_tokens_give_their_bytes():
+    """A byte token (ByteFallback, SentencePiece byte pieces) holds part of a character: its
+    bytes are that part (it was U+FFFD); decode_bytes of the whole is the text's bytes, and
+    decode is unchanged (U+FFFD for a lone byte token, as tokenizers and sentencepiece)."""
+    from test_sentencepiece_parity import model_path
+
+    import toksmith
+    from toksmith.formats.sentencepiece import load_sentencepiece
+
+    text = "a\U0001FAE8b \U00031350 x"
+    for tok in (both("gemma3")[0], load_sentencepiece(model_path("mistral-7b-v0.1"))):
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.token_bytes(ids[1]) == b"\xf0" and tok.decode([ids[1]]) == "\ufffd"
+        assert tok.decode_bytes(ids) == text.encode() and tok.decode(ids) == text
+        assert b"".join(tok.token_bytes(i) for i in ids[1:5]) == "\U0001FAE8".encode()
+    with pytest.raises(toksmith.DecodeError):
+        both("gemma3")[0].decode_bytes([10**9])

@@ -6,6 +6,7 @@ Each class is one Hugging Face decoder. ``decode(tokens) -> str`` joins the resu
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Sequence as Seq
 
@@ -16,6 +17,16 @@ from .errors import FormatError
 from .pre_tokenizers import compile_onig, find_spans
 
 
+# How ByteLevel and ByteFallback turn bytes that are not valid UTF-8 into text: U+FFFD (as
+# Hugging Face does), or, for `Decoder.decode_bytes`, one lone surrogate per byte that encoding
+# with "surrogateescape" gives back (the other decoders pass such characters on unchanged).
+_BYTE_ERRORS = contextvars.ContextVar("toksmith_decoder_byte_errors", default="replace")
+
+
+def _bytes_as_text(data: bytes | bytearray) -> str:
+    return data.decode("utf-8", _BYTE_ERRORS.get())
+
+
 class Decoder:
     """Base class: ``decode_chain`` per token, ``decode`` joins."""
 
@@ -24,6 +35,16 @@ class Decoder:
 
     def decode(self, tokens: list[str]) -> str:
         return "".join(self.decode_chain(list(tokens)))
+
+    def decode_bytes(self, tokens: list[str]) -> bytes:
+        """``decode``, but as bytes, with the bytes of byte tokens (ByteFallback) and of
+        byte-level characters (ByteLevel) as they are where they are not valid UTF-8 (a token
+        holding part of a character): ``decode`` would make each U+FFFD."""
+        reset = _BYTE_ERRORS.set("surrogateescape")
+        try:
+            return self.decode(tokens).encode("utf-8", "surrogateescape")
+        finally:
+            _BYTE_ERRORS.reset(reset)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_hf()})"
@@ -40,14 +61,14 @@ class ByteLevel(Decoder):
     def decode_chain(self, tokens: list[str]) -> list[str]:
         text = "".join(tokens)
         if not _NOT_BYTE_LEVEL.search(text):  # every character maps to a byte
-            return [text.translate(_TO_LATIN1).encode("latin-1").decode("utf-8", "replace")]
+            return [_bytes_as_text(text.translate(_TO_LATIN1).encode("latin-1"))]
         data = bytearray()
         for t in tokens:
             try:
                 data += bytes(CHAR_TO_BYTE[c] for c in t)
             except KeyError:
-                data += t.encode("utf-8")
-        return [data.decode("utf-8", "replace")]
+                data += t.encode("utf-8", "surrogateescape")
+        return [_bytes_as_text(data)]
 
     def to_hf(self) -> dict:
         return {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
@@ -126,7 +147,8 @@ class ByteFallback(Decoder):
                 try:
                     out.append(pending.decode("utf-8"))
                 except UnicodeDecodeError:
-                    out.extend("\ufffd" * len(pending))
+                    # Hugging Face: one U+FFFD per byte of the run (decode_bytes: the bytes).
+                    out.extend("\ufffd" * len(pending) if _BYTE_ERRORS.get() == "replace" else _bytes_as_text(pending))
                 pending.clear()
 
         for t in tokens:

@@ -634,9 +634,8 @@ class Pipeline(RustBacked):
         return self.decoder.decode(tokens) if self.decoder is not None else "".join(tokens)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes of ``ids``: what a decoder that works on bytes (llama.cpp's) gives before
-        turning them into text, so that a token holding part of a character (a byte token, a
-        byte-level token) gives its own bytes; other decoders' text as UTF-8."""
+        """The bytes of ``ids``: ``decode``'s, but a token holding part of a character (a byte
+        token, a byte-level token) gives its own bytes where ``decode`` has U+FFFD."""
         tokens = self._tokens_to_decode(ids, False)
         if self.decoder is None:
             return "".join(tokens).encode("utf-8")

@@ -496,6 +496,18 @@ class SentencePieceDecoder:
         return self.kinds.get(token, NORMAL) == CONTROL and self.kinds.get(previous, NORMAL) != BYTE
 
     def decode(self, tokens: list[str]) -> str:
+        return self._decode(tokens, raw_bytes=False)
+
+    def decode_bytes(self, tokens: list[str]) -> bytes:
+        """``decode`` as bytes, a run of byte pieces that is not valid UTF-8 as its bytes (where
+        ``decode`` has U+FFFD); with a denormalizer (which works on text), ``decode``'s UTF-8."""
+        if self.denormalizer is not None:
+            return self.decode(tokens).encode("utf-8")
+        return self._decode(tokens, raw_bytes=True).encode("utf-8", "surrogateescape")
+
+    def _decode(self, tokens: list[str], raw_bytes: bool) -> str:
+        # raw_bytes: invalid byte runs as lone surrogates, which "surrogateescape" makes bytes again.
+        decode_run = (lambda data: data.decode("utf-8", "surrogateescape")) if raw_bytes else _decode_bytes
         text: list[str] = []
         pending = bytearray()  # a run of byte pieces, decoded together
         at_start = True  # still where a leading ▁ is the dummy prefix
@@ -505,7 +517,7 @@ class SentencePieceDecoder:
                 pending.append(int(token[3:5], 16))
                 continue
             if pending:
-                text.append(_decode_bytes(pending))
+                text.append(decode_run(pending))
                 pending.clear()
             if any(text):
                 at_start = False
@@ -520,7 +532,7 @@ class SentencePieceDecoder:
                 at_start = self.remove_extra_whitespaces
             text.append(token.replace(SPACE, " "))
         if pending:
-            text.append(_decode_bytes(pending))
+            text.append(decode_run(pending))
         decoded = "".join(text)
         return self.denormalizer.normalize(decoded) if self.denormalizer is not None else decoded
 
