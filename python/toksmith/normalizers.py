@@ -182,6 +182,43 @@ def _normalize_stretch(form: str, text: str) -> str:
     return out
 
 
+def _nfd_aligned(chars: list[str], origin: list[int]) -> tuple[list[str], list[int]]:
+    """NFD of ``chars`` (``unicode_normalize``'s), each output character with its origin as
+    `tokenizers` aligns them: a character's decomposition is its first character, which takes
+    the place of the character it comes from, and added ones; the combining characters of a run
+    are put in canonical order (by class, stable), the added ones moving with their characters;
+    then each character in turn takes the origin of the next input character where it takes a
+    place, and an added one the origin of the character before it."""
+    out: list[tuple[str, bool]] = []  # (character, added)
+    for c in chars:
+        decomposed = unicode_normalize("NFD", c) if not c.isascii() else c
+        out.extend((d, k > 0) for k, d in enumerate(decomposed))
+
+    def combining(c: str) -> int:  # characters tokenizers' tables do not know are starters
+        return 0 if c.isascii() or _has_inert(c) else unicodedata.combining(c)
+
+    k = 0
+    while k < len(out):
+        if not combining(out[k][0]):
+            k += 1
+            continue
+        j = k + 1
+        while j < len(out) and combining(out[j][0]):
+            j += 1
+        if j - k > 1:
+            out[k:j] = sorted(out[k:j], key=lambda pair: combining(pair[0]))
+        k = j
+    aligned: list[int] = []
+    taken = 0
+    for c, added in out:
+        if added:
+            aligned.append(aligned[-1] if aligned else 0)
+        else:
+            aligned.append(origin[taken])
+            taken += 1
+    return [c for c, _ in out], aligned
+
+
 def lowercase(text: str) -> str:
     """Each character lowercased on its own (no final-sigma rule), with Unicode 17.0 mappings."""
     return text.replace("\u03a3", "\u03c3").translate(_LOWER_TABLE).lower()
@@ -281,22 +318,27 @@ class BertNormalizer(Normalizer):
 
     def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
         """The normalized text, and for each of its characters the index of the character of
-        ``text`` it comes from: every step here works one character at a time (the accents are
-        stripped from each character's own NFD, as `tokenizers` does), so each output character
-        has one origin, as in `tokenizers`' alignments."""
+        ``text`` it comes from, as `tokenizers` aligns them: control characters dropped,
+        whitespace made a space and spaces put around CJK ideographs character by character;
+        then NFD (see `_nfd_aligned`), marks dropped, and lowercasing, where a character that
+        becomes several gives each its origin."""
         table = _bert_table(self.clean_text, self.handle_chinese_chars) if self.clean_text or self.handle_chinese_chars else None
         strip = self.strip_accents if self.strip_accents is not None else self.lowercase
-        out: list[str] = []
+        chars: list[str] = []
         origin: list[int] = []
         for i, c in enumerate(text):
             piece = c.translate(table) if table is not None else c
-            if strip and not piece.isascii():
-                piece = _BERT_MARKS_RE.sub("", unicode_normalize("NFD", piece))
-            if self.lowercase:
-                piece = lowercase(piece)
-            out.append(piece)
+            chars.extend(piece)
             origin.extend([i] * len(piece))
-        return "".join(out), origin
+        if strip:
+            chars, origin = _nfd_aligned(chars, origin)
+            kept = [k for k, c in enumerate(chars) if not _BERT_MARKS_RE.match(c)]
+            chars, origin = [chars[k] for k in kept], [origin[k] for k in kept]
+        if self.lowercase:
+            lowered = [lowercase(c) for c in chars]
+            origin = [o for o, low in zip(origin, lowered) for _ in low]
+            chars = lowered
+        return "".join(chars), origin
 
     def normalize(self, text: str) -> str:
         return self.normalize_with_origin(text)[0]

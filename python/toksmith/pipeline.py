@@ -122,8 +122,8 @@ class _Kept:
     Safe from many threads at once: a lookup is one dict read, and only one thread at a time adds
     and drops entries. (A plain dict with a check, then a read, raised ``KeyError`` when another
     thread dropped the entry in between, or when two threads dropped the same oldest entry.)
-    Racing threads may each make a value; the values are alike and one is kept. A pickle holds
-    none of the values: they are made again on use.
+    Racing threads may each make a value; the values are alike and one is kept. Not pickled
+    (a pipeline makes its own again: `Pipeline._RUST_FIELDS`).
     """
 
     def __init__(self) -> None:
@@ -148,8 +148,6 @@ class _Kept:
         with self._lock:
             self._values.clear()
 
-    def __reduce__(self):
-        return (_Kept, ())
 
 
 def _between_added_tokens(raw: _Matcher, encode: Callable[[str], list[int]],
@@ -200,7 +198,9 @@ def carry_out(plan: list[int], encoded: list[list[int]]) -> list[int]:
 
 
 class Pipeline(RustBacked):
-    _RUST_FIELDS = ("fast", "_cuts", "_whole", "words_fast")
+    # The kept matchers and paths are made again after unpickling (a pickle of an earlier version
+    # held the matchers in a plain dict).
+    _RUST_FIELDS = ("fast", "_cuts", "_whole", "words_fast", "_matchers")
 
     def __init__(self, model, *, normalizer=None, pre_tokenizer=None, post_processor=None, decoder=None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:
@@ -214,7 +214,6 @@ class Pipeline(RustBacked):
         self._added_by_content: dict[str, AddedToken] = {}
         for t in self.added_tokens:  # a repeated string keeps its first token, as in Hugging Face
             self._added_by_content.setdefault(t.content, t)
-        self._matchers = _Kept()  # per (normalized, allowed special tokens)
         # What the normalized added tokens look like after normalization (they are matched there).
         # Hugging Face also names them so: id_to_token and decode give the normalized string.
         self._normalized_content: dict[str, AddedToken] = {}
@@ -230,6 +229,7 @@ class Pipeline(RustBacked):
         self._make_rust()
 
     def _make_rust(self) -> None:
+        self._matchers = _Kept()  # per (normalized, allowed special tokens)
         # Byte-level BPE behind a regex the Rust scanners know: pre-tokenize and merge in one
         # Rust call (see fast_path.py); None keeps the general path.
         from .fast_path import byte_level_fast_path
@@ -346,6 +346,10 @@ class Pipeline(RustBacked):
         from .formats.sentencepiece import SentencePieceNormalizer
         from .models import WordPiece
 
+        if not self.offsets_supported():
+            raise EncodeError("encode_with_offsets: this pipeline's tokens cannot be traced back to the text "
+                              "(see Pipeline.offsets_supported)")
+        allowed_special = frozenset(allowed_special)
         raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
         pieces = self._word_pieces if type(self.model) is WordPiece else self._bpe_pieces
         ids: list[int] = []
@@ -380,8 +384,12 @@ class Pipeline(RustBacked):
                     continue
                 if e == s:
                     continue
+                # Whether the piece starts the text, for a pre-tokenizer that asks (none of those
+                # `offsets_supported` takes does; `_pieces` also asks the normalizer).
                 for i, a, b in pieces(norm, s, e, start == 0 and s == 0):
                     ids.append(i)
+                    # From where its first character comes from to where its last does (as
+                    # `tokenizers` expands alignments).
                     spans.append((start + origin[a], start + origin[b - 1] + 1))
         return ids, spans
 
@@ -403,16 +411,17 @@ class Pipeline(RustBacked):
         # Each token's bytes; None for an unknown token, whose length is solved below.
         surfaces = [bytes([int(model.pieces[i][3:5], 16)]) if model.types[i] == BYTE else
                     None if model.types[i] == UNKNOWN else model.pieces[i].encode("utf-8") for i in ids]
+        # Per token, the index of the next unknown token after it (len(ids) if none): one pass
+        # from the end, so that many unknown tokens cost no more than a few.
+        next_unknown = [len(ids)] * len(ids)
+        for k in range(len(ids) - 2, -1, -1):
+            next_unknown[k] = k + 1 if surfaces[k + 1] is None else next_unknown[k + 1]
         out = []
         at = 0
         for k, (i, surface) in enumerate(zip(ids, surfaces)):
             if surface is None:
-                after = b""
-                for later in surfaces[k + 1:]:
-                    if later is None:
-                        break
-                    after += later
-                last = all(x is not None for x in surfaces[k + 1:])
+                after = b"".join(surfaces[k + 1:next_unknown[k]])
+                last = next_unknown[k] == len(ids)
                 n = next((n for n in range(1, len(data) - at + 1)
                           if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
                           and (not last or at + n + len(after) == len(data))), None)
@@ -635,7 +644,9 @@ class Pipeline(RustBacked):
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The bytes of ``ids``: ``decode``'s, but a token holding part of a character (a byte
-        token, a byte-level token) gives its own bytes where ``decode`` has U+FFFD."""
+        token, a byte-level token) gives its own bytes where ``decode`` has U+FFFD. What the
+        decoder does to the text is done to these bytes too (a ``Strip`` drops a leading space
+        byte as it drops a leading space)."""
         tokens = self._tokens_to_decode(ids, False)
         if self.decoder is None:
             return "".join(tokens).encode("utf-8")
