@@ -126,6 +126,9 @@ _BERT_REMOVED_RE = re.compile(f"[{_BERT_REMOVED}]+")
 _BERT_SPACE_RE = re.compile(f"[{_BERT_SPACE}]")
 _MARKS_RE = re.compile(f"[{_MARKS}]+")
 _BERT_MARKS_RE = re.compile(f"[{_BERT_MARKS}]+")
+# What BertNormalizer may turn into other than one character (or may move): all but printable
+# ASCII, tab, newline and carriage return.
+_NOT_PLAIN_ASCII = re.compile("[^\x20-\x7e\t\n\r]+")
 
 
 def _newer_inert() -> str:
@@ -321,24 +324,46 @@ class BertNormalizer(Normalizer):
         ``text`` it comes from, as `tokenizers` aligns them: control characters dropped,
         whitespace made a space and spaces put around CJK ideographs character by character;
         then NFD (see `_nfd_aligned`), marks dropped, and lowercasing, where a character that
-        becomes several gives each its origin."""
+        becomes several gives each its origin. Printable ASCII (and tab, newline, carriage
+        return) stays one character each: runs of it are done whole."""
         table = _bert_table(self.clean_text, self.handle_chinese_chars) if self.clean_text or self.handle_chinese_chars else None
         strip = self.strip_accents if self.strip_accents is not None else self.lowercase
-        chars: list[str] = []
+        out: list[str] = []
         origin: list[int] = []
-        for i, c in enumerate(text):
-            piece = c.translate(table) if table is not None else c
-            chars.extend(piece)
-            origin.extend([i] * len(piece))
-        if strip:
-            chars, origin = _nfd_aligned(chars, origin)
-            kept = [k for k, c in enumerate(chars) if not _BERT_MARKS_RE.match(c)]
-            chars, origin = [chars[k] for k in kept], [origin[k] for k in kept]
-        if self.lowercase:
-            lowered = [lowercase(c) for c in chars]
-            origin = [o for o, low in zip(origin, lowered) for _ in low]
-            chars = lowered
-        return "".join(chars), origin
+        pos = 0
+        for m in _NOT_PLAIN_ASCII.finditer(text):
+            if m.start() > pos:
+                self._plain_aligned(text, pos, m.start(), table, out, origin)
+            chars: list[str] = []
+            run_origin: list[int] = []
+            for i in range(m.start(), m.end()):
+                piece = text[i].translate(table) if table is not None else text[i]
+                chars.extend(piece)
+                run_origin.extend([i] * len(piece))
+            if strip:
+                # NFD reorders only runs of combining characters: ASCII ends them.
+                chars, run_origin = _nfd_aligned(chars, run_origin)
+                kept = [k for k, c in enumerate(chars) if not _BERT_MARKS_RE.match(c)]
+                chars, run_origin = [chars[k] for k in kept], [run_origin[k] for k in kept]
+            if self.lowercase:
+                lowered = [lowercase(c) for c in chars]
+                run_origin = [o for o, low in zip(run_origin, lowered) for _ in low]
+                chars = lowered
+            out.extend(chars)
+            origin.extend(run_origin)
+            pos = m.end()
+        if pos < len(text):
+            self._plain_aligned(text, pos, len(text), table, out, origin)
+        return "".join(out), origin
+
+    def _plain_aligned(self, text: str, start: int, end: int, table, out: list[str], origin: list[int]) -> None:
+        """`normalize_aligned` of ``text[start:end]``, all printable ASCII, tab, newline or
+        carriage return: each character stays one (whitespace a space, lowercased)."""
+        piece = text[start:end]
+        if table is not None:
+            piece = piece.translate(table)
+        out.append(piece.lower() if self.lowercase else piece)
+        origin.extend(range(start, end))
 
     def normalize(self, text: str) -> str:
         return self.normalize_with_origin(text)[0]

@@ -25,6 +25,7 @@ do not go through here: their whole pipeline runs in Rust (``toksmith.tokenizer`
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -411,6 +412,9 @@ class Pipeline(RustBacked):
         # Each token's bytes; None for an unknown token, whose length is solved below.
         surfaces = [bytes([int(model.pieces[i][3:5], 16)]) if model.types[i] == BYTE else
                     None if model.types[i] == UNKNOWN else model.pieces[i].encode("utf-8") for i in ids]
+        if None not in surfaces and b"".join(surfaces) == data:  # most texts: no unknown token
+            ends = list(itertools.accumulate(map(len, surfaces), initial=0))
+            return [(i, origin[a], origin[b]) for i, a, b in zip(ids, ends, ends[1:])]
         # Per token, the index of the next unknown token after it (len(ids) if none): one pass
         # from the end, so that many unknown tokens cost no more than a few.
         next_unknown = [len(ids)] * len(ids)
@@ -463,9 +467,15 @@ class Pipeline(RustBacked):
         follows the one before; a byte token (``<0xNN>``) spans the character it is a byte of."""
         piece = norm[s:e]
         words = self.pre_tokenizer.pre_tokenize(piece, is_first=first) if self.pre_tokenizer is not None else [piece]
+        ids = self.model.encode_words(words)
+        tokens = [self.model._tokens[i] for i in ids]
+        if "".join(tokens) == piece:  # most pieces: the tokens are its text (no byte token)
+            ends = list(itertools.accumulate(map(len, tokens), initial=s))
+            yield from zip(ids, ends, ends[1:])
+            return
         at, byte = s, 0  # the next character, and how many of its bytes the byte tokens before took
         unk = self.model.options["unk_token"]
-        for i in self.model.encode_words(words):
+        for i in ids:
             token = self.model._tokens[i]
             if len(token) == 6 and token.startswith("<0x") and token.endswith(">") and self.model.options["byte_fallback"]:
                 size = len(norm[at].encode("utf-8")) if at < e else 0

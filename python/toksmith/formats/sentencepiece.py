@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -143,50 +144,67 @@ class SentencePieceNormalizer:
         characters rather than bytes): a rule's replacement maps to where its source starts, a
         run of spaces made one to its first space, the dummy prefix to the first character
         kept, the end to the end of the text or of its last character before trailing spaces.
-        SentencePiece consumes a run of characters no rule applies to one character at a time;
-        so does this (`normalize_in_python` takes such runs whole, with the same result)."""
+        SentencePiece consumes a run of characters no rule applies to one character at a time
+        (`normalize_in_python` takes such runs whole, with the same result); here such a run
+        goes by words and runs of spaces."""
         squeeze = self.remove_extra_whitespaces
         space = SPACE if self.escape_whitespaces else " "
-        items = list(self.charsmap.pieces_from(text, self.user_defined))
-        chunks: list[tuple[str, int]] = []  # (normalized, index in text of its source)
-        for piece, kind, start in items:
-            if kind == KEPT:
-                chunks.extend((c, start + j) for j, c in enumerate(piece))
-            else:
-                chunks.append((piece, start))
-        skip = 0
-        while squeeze and skip < len(chunks) and chunks[skip][0] == " ":
-            skip += 1
-        chunks = chunks[skip:]
-        if not chunks:
-            return "", [len(text)]
         out: list[str] = []
-        origin: list[int] = []
-
-        def emit(piece: str, at: int) -> None:
-            out.append(piece)
-            origin.extend([at] * len(piece.encode("utf-8")))
-
-        if self.add_dummy_prefix:
-            emit(space, chunks[0][1])
+        origin: list[int] = []  # per character of the normalized text
+        started = False  # whether the dummy prefix is out (leading spaces are skipped before it)
         prev_space = squeeze
-        for piece, at in chunks:
-            if squeeze:
-                if prev_space:
-                    piece = piece.lstrip(" ")
-                if piece:
-                    prev_space = piece.endswith(" ")
-            if piece:
-                emit(piece.replace(" ", space) if self.escape_whitespaces else piece, at)
+        for piece, kind, at in self.charsmap.pieces_from(text, self.user_defined):
+            # A run of characters no rule applies to: its words and runs of spaces, each
+            # character its own origin; another piece maps to where its source starts.
+            parts = ((m.group(), at + m.start(), True) for m in _WORDS_AND_SPACES.finditer(piece)) if kind == KEPT \
+                else ((piece, at, False),)
+            for part, start, kept in parts:
+                spaces = part[:1] == " " and not part.strip(" ")
+                if not started:
+                    if squeeze and (spaces if kept else part == " "):
+                        continue  # SentencePiece skips leading pieces that are a space
+                    started = True
+                    if self.add_dummy_prefix:
+                        out.append(space)
+                        origin.append(start)
+                if kept and spaces:
+                    if squeeze:
+                        if not prev_space:
+                            out.append(space)
+                            origin.append(start)
+                        prev_space = True
+                    else:
+                        out.append(space * len(part))
+                        origin.extend(range(start, start + len(part)))
+                    continue
+                if squeeze:
+                    if prev_space:
+                        part = part.lstrip(" ")
+                    if part:
+                        prev_space = part.endswith(" ")
+                if part:
+                    out.append(part.replace(" ", space) if self.escape_whitespaces else part)
+                    origin.extend(range(start, start + len(part)) if kept else [start] * len(part))
+        if not started:
+            return "", [len(text)]
         normalized, end = "".join(out), len(text)
         if squeeze:
-            size = len(space.encode("utf-8"))
             while normalized.endswith(space):
                 normalized = normalized[:-1]
-                end = origin[len(origin) - size]
-                del origin[len(origin) - size:]
-        origin.append(end)
-        return normalized, origin
+                end = origin.pop()
+        # Per byte: each character's origin for each of its bytes.
+        data = normalized.encode("utf-8")
+        if len(data) == len(normalized):
+            return normalized, [*origin, end]
+        import numpy as np
+
+        starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+        per_byte = np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1]
+        return normalized, [*per_byte.tolist(), end]
+
+
+# Words (no space) and runs of spaces: SentencePiece's whitespace handling only looks at spaces.
+_WORDS_AND_SPACES = re.compile(" +|[^ ]+")
 
 
 def _drop_leading_spaces(pieces: list[tuple[str, int]]) -> list[tuple[str, int]]:
