@@ -17,29 +17,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from encode import DATA, TIKTOKEN_DIR, documents, english, tiktoken_encoding  # noqa: E402
+from encode_loaded import best  # noqa: E402  (best of 3, caches emptied before each run)
 
 import toksmith  # noqa: E402
 
 
-def best(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        toksmith._core.clear_chunk_caches()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def hf_case(path):
-    from encode_loaded import hf_peer  # noqa: F401  (same loading as the throughput benchmark)
-    from tokenizers import Tokenizer
     import lzma
+
+    from tokenizers import Tokenizer
 
     data = lzma.open(path).read().decode() if str(path).endswith(".xz") else Path(path).read_text()
     ref = Tokenizer.from_str(data)
