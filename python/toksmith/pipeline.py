@@ -455,8 +455,8 @@ class Pipeline(RustBacked):
             # The word's pieces follow each other; an unknown word is one piece.
             at = m.start()
             while at < m.end():
-                i = next(word_ids)
-                n = m.end() - at if i == unk else len(model._tokens[i]) - (prefix if at > m.start() else 0)
+                i = next(word_ids, None)  # (a StopIteration here would leave the generator as RuntimeError)
+                n = 0 if i is None else m.end() - at if i == unk else len(model._tokens[i]) - (prefix if at > m.start() else 0)
                 if n <= 0:
                     raise EncodeError(f"encode_with_offsets: the pieces of {m.group()!r} do not cover it; please report this input")
                 yield i, at, at + n
