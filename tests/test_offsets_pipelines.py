@@ -282,3 +282,23 @@ def test_pickles_of_pipelines_keep_no_matchers():
     again = pickle.loads(pickle.dumps(ours))
     again._pipeline.__setstate__({**state, "_matchers": {}})
     assert again.encode_with_offsets(text, allowed_special="all") == expected
+
+
+def test_llama2_style_tokenizer_json_offsets_match_tokenizers(tmp_path):
+    """A Llama 2 / Mistral tokenizer.json (" " prepended, then " " by "▁", BPE with byte
+    fallback; here Mistral 7B's .model written as one): the prepended "▁" spans nothing but the
+    first character, as in tokenizers."""
+    from test_sentencepiece_parity import model_path
+    from tokenizers import Tokenizer as HF
+
+    import toksmith
+
+    path = tmp_path / "tokenizer.json"
+    toksmith.load(model_path("mistral-7b-v0.1")).save(path, format="hf")
+    ours, ref = toksmith.load(path), HF.from_file(str(path))
+    ref.no_padding()
+    ref.no_truncation()
+    assert ours._pipeline.offsets_supported()
+    texts = EDGE_STRINGS + [t for group in corpus_texts(1_500, udhr_every=20).values() for t in group] + random_texts(300, 4)
+    compare(ours, ref, texts, "all")
+    assert ours.encode_with_offsets("Hi there")[2][0] == (0, 2)  # "▁Hi"

@@ -423,6 +423,13 @@ class Prepend(Normalizer):
     def normalize(self, text: str) -> str:
         return self.prepend + text if text else text
 
+    def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
+        """The prepended characters come from the text's first character, as `tokenizers`
+        aligns them."""
+        if not text:
+            return text, []
+        return self.prepend + text, [0] * len(self.prepend) + list(range(len(text)))
+
     def to_hf(self) -> dict:
         return {"type": "Prepend", "prepend": self.prepend}
 
@@ -524,6 +531,14 @@ class Sequence(Normalizer):
         for n in self.normalizers:
             text = n.normalize(text)
         return text
+
+    def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
+        """Each step's alignment, composed (every step must have one)."""
+        origin: Seq[int] = range(len(text))
+        for n in self.normalizers:
+            text, step = n.normalize_aligned(text)
+            origin = [origin[k] for k in step]
+        return text, list(origin)
 
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:
         keeps = True

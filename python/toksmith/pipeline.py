@@ -318,9 +318,10 @@ class Pipeline(RustBacked):
 
     def offsets_supported(self) -> bool:
         """Whether `encode_with_offsets` can say where each token comes from: SentencePiece models,
-        BERT's pipeline (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over characters (no
-        subword prefix or suffix) behind no normalizer or a replacement of one character by one
-        (Gemma 3's " " by "▁") and no pre-tokenizer or a split on a literal that keeps every
+        BERT's pipeline (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over
+        characters (no subword prefix or suffix) behind no normalizer, or replacements of one
+        character by one and prepends (Gemma 3's " " by "▁"; Llama 2's and Mistral's prepended
+        " " then " " by "▁"), and no pre-tokenizer or a split on a literal that keeps every
         character."""
         from . import normalizers as norm
         from . import pre_tokenizers as pre
@@ -333,9 +334,13 @@ class Pipeline(RustBacked):
             return type(n) is SentencePieceNormalizer and p is None
         if type(model) is WordPiece:
             return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
+        def aligned(n) -> bool:  # a normalizer whose alignment toksmith tracks as tokenizers does
+            if type(n) is norm.Sequence:
+                return all(map(aligned, n.normalizers))
+            return type(n) is norm.Prepend or (type(n) is norm.Replace and not n.is_regex and len(n.pattern) == len(n.content) == 1)
+
         return (isinstance(model, BPE) and self.fast is None and not model.options["continuing_subword_prefix"]
-                and not model.options["end_of_word_suffix"]
-                and (n is None or type(n) is norm.Replace and not n.is_regex and len(n.pattern) == len(n.content) == 1)
+                and not model.options["end_of_word_suffix"] and (n is None or aligned(n))
                 and (p is None or type(p) is pre.Split and not p.is_regex and not p.invert and p.behavior != "removed"))
 
     def encode_with_offsets(self, text: str, allowed_special: frozenset[str]) -> tuple[list[int], list[tuple[int, int]]]:

@@ -502,8 +502,9 @@ class Tokenizer(TiktokenMethods):
         token's bytes. A character split between tokens (a byte-level token can hold part of a
         character) belongs to the char span of every token holding one of its bytes.
 
-        Pipelines that normalize the text, BERT (WordPiece) and BPE over characters behind a
-        replacement of one character by one (Gemma 3): each token's char span is the part of
+        Pipelines that normalize the text, BERT (WordPiece) and BPE over characters behind
+        replacements of one character by one and prepends (Gemma 3, Llama 2 / Mistral
+        tokenizer.json): each token's char span is the part of
         ``text`` it was made from, as `tokenizers`' ``Encoding.offsets`` give it (a lowercased
         or accent-stripped character spans its original; an unknown word the whole word; each
         byte token of a character outside the vocabulary that character; the spaces and
