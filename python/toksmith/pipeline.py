@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from . import _core
 from ._pickling import RustBacked
+from .decoders import byte_of_token
 from .errors import EncodeError
 from .pre_tokenizers import RUST_REGEX_WORD as _WORD_CHAR  # Hugging Face's single_word check
 from .pre_tokenizers import WHITESPACE as _SPACE_CHAR  # lstrip and rstrip
@@ -157,29 +158,27 @@ def _between_added_tokens(raw: _Matcher, encode: Callable[[str], list[int]],
     hold the added tokens ``raw`` finds: each token is its id, the pieces between are encoded (a
     batch's pieces in one call). The general path cuts the raw text the same way."""
 
-    def encode_with_tokens(text: str) -> list[int]:
-        ids: list[int] = []
+    def plan(text: str, pieces: list[str]) -> list[int]:
+        """The text's added-token ids, and ~k for the k-th piece between them (put in ``pieces``)."""
+        out = []
         for start, end, token in raw.split(text):
             if token is not None:
-                ids.append(token.id)
+                out.append(token.id)
             elif end > start:
-                ids.extend(encode(text[start:end]))
-        return ids
+                out.append(~len(pieces))
+                pieces.append(text[start:end])
+        return out
+
+    def encode_with_tokens(text: str) -> list[int]:
+        pieces: list[str] = []
+        steps = plan(text, pieces)
+        return carry_out(steps, [encode(piece) for piece in pieces])
 
     def encode_batch_with_tokens(texts: list[str], num_threads: int | None) -> list[list[int]]:
-        plans: list[list[int]] = []
         pieces: list[str] = []
-        for text in texts:
-            plan = []
-            for start, end, token in raw.split(text):
-                if token is not None:
-                    plan.append(token.id)
-                elif end > start:
-                    plan.append(~len(pieces))
-                    pieces.append(text[start:end])
-            plans.append(plan)
+        plans = [plan(text, pieces) for text in texts]
         encoded = encode_batch(pieces, num_threads)
-        return [carry_out(plan, encoded) for plan in plans]
+        return [carry_out(steps, encoded) for steps in plans]
 
     return encode_with_tokens, encode_batch_with_tokens
 
@@ -325,15 +324,15 @@ class Pipeline(RustBacked):
         character."""
         from . import normalizers as norm
         from . import pre_tokenizers as pre
-        from .models import BPE, WordPiece
-
         from .formats.sentencepiece import SentencePieceBPE, SentencePieceNormalizer, SentencePieceUnigram
+        from .models import BPE, WordPiece
 
         n, p, model = self.normalizer, self.pre_tokenizer, self.model
         if type(model) in (SentencePieceUnigram, SentencePieceBPE):
             return type(n) is SentencePieceNormalizer and p is None
         if type(model) is WordPiece:
             return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
+
         def aligned(n) -> bool:  # a normalizer whose alignment toksmith tracks as tokenizers does
             if type(n) is norm.Sequence:
                 return all(map(aligned, n.normalizers))
@@ -415,7 +414,7 @@ class Pipeline(RustBacked):
         data = norm.encode("utf-8")
         ids = model.encode_words([norm]) if norm else []
         # Each token's bytes; None for an unknown token, whose length is solved below.
-        surfaces = [bytes([int(model.pieces[i][3:5], 16)]) if model.types[i] == BYTE else
+        surfaces = [bytes([byte_of_token(model.pieces[i])]) if model.types[i] == BYTE else
                     None if model.types[i] == UNKNOWN else model.pieces[i].encode("utf-8") for i in ids]
         if None not in surfaces and b"".join(surfaces) == data:  # most texts: no unknown token
             ends = list(itertools.accumulate(map(len, surfaces), initial=0))
@@ -482,7 +481,7 @@ class Pipeline(RustBacked):
         unk = self.model.options["unk_token"]
         for i in ids:
             token = self.model._tokens[i]
-            if len(token) == 6 and token.startswith("<0x") and token.endswith(">") and self.model.options["byte_fallback"]:
+            if self.model.options["byte_fallback"] and byte_of_token(token) is not None:
                 size = len(norm[at].encode("utf-8")) if at < e else 0
                 if byte >= size:
                     raise EncodeError(f"encode_with_offsets: the tokens of {piece!r} do not follow it; please report this input")

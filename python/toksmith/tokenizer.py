@@ -530,8 +530,8 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text:
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
                               "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
-                              "models, BERT's WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites the text before the model, so its "
-                              "tokens are not spans of it")
+                              "models, BERT's WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites "
+                              "the text before the model, so its tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                           add_special_tokens=False)
