@@ -207,6 +207,14 @@ struct ChunkCache {
     /// The characters of the current chunk that start as bytes (see `CharStart`), one bit per
     /// byte.
     cut: Vec<u64>,
+    /// The bytes of the current chunk that an occurrence of a crossing token covers together
+    /// with the byte before (see `CharTables::mark_cut`).
+    spanned: Vec<u64>,
+    /// Where the current chunk's symbols (from `char_symbols`) may be cut into pieces merged
+    /// apart: the index of the first symbol of each piece after the first (see `CharStart`).
+    pieces: Vec<u32>,
+    /// The symbols of one piece while it is merged.
+    piece: Vec<u32>,
     /// Probes of `index` and their hits in the current window, and how many probes to skip:
     /// text whose chunks never repeat (random characters) would only pay a cache miss per
     /// probe and per insert, so the map rests while its hit rate is that low.
@@ -268,7 +276,7 @@ const CACHES_PER_THREAD: usize = 4;
 impl ChunkCache {
     fn new(owner: u64) -> Self {
         let epoch = CACHE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
-        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), probes: 0, hits: 0, skip: 0, long_probes: 0, long_hits: 0, long_skip: 0, seen: [0; 16], merged: [0; 16], rest: [0; 16] }
+        ChunkCache { owner, epoch, front: vec![FrontSet::default(); 1 << FRONT_BITS], index: FxHashMap::with_capacity_and_hasher(CACHE_ENTRIES, Default::default()), long: FxHashMap::default(), long_bytes: 0, ids: Vec::new(), pairs: PairMemo::new(PAIR_MEMO_BITS), cut: Vec::new(), spanned: Vec::new(), pieces: Vec::new(), piece: Vec::new(), probes: 0, hits: 0, skip: 0, long_probes: 0, long_hits: 0, long_skip: 0, seen: [0; 16], merged: [0; 16], rest: [0; 16] }
     }
 
     /// Whether a keyed chunk of `n` (3 to 15) bytes is merged without the cache (counting the
@@ -1727,7 +1735,9 @@ impl BpeModel {
             self.initial_symbols(bytes, scratch)?;
         }
         let level_bytes = (self.options.level == Level::Byte && !from_chars).then_some(bytes);
-        if scratch.len() <= SHORT_CHUNK {
+        if from_chars && !cache.pieces.is_empty() {
+            self.merge_pieces(scratch, out, cache);
+        } else if scratch.len() <= SHORT_CHUNK {
             self.merge_short(scratch, level_bytes, &mut cache.pairs);
             out.extend_from_slice(scratch);
         } else {
@@ -1741,10 +1751,36 @@ impl BpeModel {
         Ok(true)
     }
 
+    /// Merges the symbols of a chunk (from `char_symbols`) piece by piece, cut where
+    /// `cache.pieces` says no token spans (see `CharStart`), appending the ids to `out`.
+    fn merge_pieces(&self, symbols: &[u32], out: &mut Vec<u32>, cache: &mut ChunkCache) {
+        let ChunkCache { pieces, piece, pairs, .. } = cache;
+        let mut from = 0;
+        for end in pieces.iter().map(|&p| p as usize).chain([symbols.len()]) {
+            match symbols[from..end] {
+                [one] => out.push(one),
+                [a, b] => match pairs.merge_of(self, a, b) {
+                    NO_MERGE => out.extend_from_slice(&[a, b]),
+                    (_, id) => out.push(id),
+                },
+                ref several if several.len() <= SHORT_CHUNK => {
+                    piece.clear();
+                    piece.extend_from_slice(several);
+                    self.merge_short(piece, None, pairs);
+                    out.extend_from_slice(piece);
+                }
+                ref long => self.merge_long(long, None, out, pairs),
+            }
+            from = end;
+        }
+    }
+
     /// The symbols merging starts from when it starts from characters (see `CharStart`): the
     /// bytes of ASCII characters and of the characters a crossing token cuts, each other
     /// character's tokens when merged alone. False (nothing usable in `out`) for a chunk that
-    /// is all ASCII, where nothing would change, or that is not valid UTF-8.
+    /// is all ASCII, where nothing would change, or that is not valid UTF-8. Also sets
+    /// `cache.pieces`: where the symbols may be cut into pieces merged apart (none when the
+    /// chunk is merged whole).
     fn char_symbols(&self, start: &CharStart, bytes: &[u8], out: &mut Vec<u32>, cache: &mut ChunkCache) -> bool {
         if bytes.is_ascii() {
             return false;
@@ -1755,17 +1791,32 @@ impl BpeModel {
         let ids = self.byte_ids.as_ref().expect("byte level has byte ids");
         let Some(tables) = start.tables.get_or_init(|| CharTables::new(&self.vocab, self.char_table())) else { return false };
         let table = &tables.chars;
-        tables.mark_cut(bytes, &mut cache.cut);
+        tables.mark_cut(bytes, &mut cache.cut, &mut cache.spanned);
+        cache.pieces.clear();
+        let first = out.len();
         let mut p = 0;
+        let mut before = None;
         while p < bytes.len() {
             let b = bytes[p];
             let n = utf8_len(b);
+            let code = match n {
+                1 => b as u32,
+                2 => (b as u32 & 0x1F) << 6 | (bytes[p + 1] as u32 & 0x3F),
+                3 => (b as u32 & 0x0F) << 12 | (bytes[p + 1] as u32 & 0x3F) << 6 | (bytes[p + 2] as u32 & 0x3F),
+                _ => (b as u32 & 0x07) << 18 | (bytes[p + 1] as u32 & 0x3F) << 12 | (bytes[p + 2] as u32 & 0x3F) << 6 | (bytes[p + 3] as u32 & 0x3F),
+            };
+            // A new piece starts here when no token can span the place before this character.
+            if let Some(before) = before {
+                if cache.spanned[p / 64] >> (p % 64) & 1 == 0 && !tables.may_join(before, code) {
+                    cache.pieces.push((out.len() - first) as u32);
+                }
+            }
+            before = Some(code);
             let as_bytes = |out: &mut Vec<u32>| out.extend(bytes[p..p + n].iter().map(|&b| ids[b as usize]));
             if n == 1 || n == 4 || cache.cut[p / 64] >> (p % 64) & 1 == 1 {
                 // ASCII, a cut character, or one of 4 bytes (emoji, rare: merged with the rest)
                 as_bytes(out);
             } else {
-                let code = if n == 2 { (b as u32 & 0x1F) << 6 | (bytes[p + 1] as u32 & 0x3F) } else { (b as u32 & 0x0F) << 12 | (bytes[p + 1] as u32 & 0x3F) << 6 | (bytes[p + 2] as u32 & 0x3F) };
                 match table[code as usize].0 {
                     [AS_BYTES, _] => as_bytes(out),
                     [id, ONE_TOKEN] => out.push(id),
@@ -1991,7 +2042,8 @@ impl BpeModel {
     fn merge_short(&self, symbols: &mut Vec<u32>, bytes: Option<&[u8]>, memo: &mut PairMemo) {
         // Arrays of the size that fits: filling them costs short lists more than the merging.
         match symbols.len() {
-            0..=32 => self.merge_masked::<32>(symbols, bytes, memo),
+            0..=8 => self.merge_masked::<8>(symbols, bytes, memo),
+            9..=32 => self.merge_masked::<32>(symbols, bytes, memo),
             33..=MASKED_SYMBOLS => self.merge_masked::<MASKED_SYMBOLS>(symbols, bytes, memo),
             _ => self.merge_shifting(symbols, bytes, memo),
         }
@@ -2984,7 +3036,7 @@ mod tests {
         chars.extend((0..24).map(|k| char::from_u32(0x4E00 + k * 3).unwrap().to_string()));
         chars.extend((0..16).map(|k| char::from_u32(0x0430 + k).unwrap().to_string()));
         let mut rand = lcg(11);
-        let (mut cut_seen, mut fewer_symbols) = (0, 0);
+        let (mut cut_seen, mut fewer_symbols, mut pieces_seen, mut spans_seen) = (0, 0, 0, 0);
         for round in 0..12 {
             let words: Vec<String> = (0..8).map(|_| (0..1 + rand(4)).map(|_| chars[rand(chars.len() as u64) as usize].as_str()).collect()).collect();
             let text = |rand: &mut dyn FnMut(u64) -> u64, n: usize| -> Vec<u8> {
@@ -3013,6 +3065,8 @@ mod tests {
                     assert!(m.char_symbols(start, &chunk, &mut symbols, &mut cache) || chunk.is_ascii());
                     fewer_symbols += (symbols.len() < chunk.len()) as u32;
                     cut_seen += cache.cut.iter().map(|w| w.count_ones()).sum::<u32>();
+                    pieces_seen += cache.pieces.len();
+                    spans_seen += cache.spanned.iter().map(|w| w.count_ones()).sum::<u32>();
                 }
             }
         }
@@ -3020,6 +3074,10 @@ mod tests {
         // did start from fewer symbols than bytes.
         assert!(cut_seen > 100, "{cut_seen} cut characters");
         assert!(fewer_symbols > 3000, "{fewer_symbols} of 3600 chunks started from fewer symbols");
+        // Chunks were cut into pieces merged apart (`merge_pieces`), and occurrences of crossing
+        // tokens kept some places whole.
+        assert!(pieces_seen > 1000 && spans_seen > 100, "{pieces_seen} places cut, {spans_seen} spanned");
+        eprintln!("{pieces_seen} places cut, {spans_seen} spanned, {cut_seen} cut");
     }
 
     #[test]
