@@ -1755,6 +1755,7 @@ impl BpeModel {
     /// `cache.pieces` says no token spans (see `CharStart`), appending the ids to `out`.
     fn merge_pieces(&self, symbols: &[u32], out: &mut Vec<u32>, cache: &mut ChunkCache) {
         let ChunkCache { pieces, piece, pairs, .. } = cache;
+        debug_assert!(pieces.windows(2).all(|w| w[0] < w[1]) && pieces.first().is_none_or(|&p| p > 0) && pieces.last().is_none_or(|&p| (p as usize) < symbols.len()));
         let mut from = 0;
         for end in pieces.iter().map(|&p| p as usize).chain([symbols.len()]) {
             match symbols[from..end] {
@@ -1794,6 +1795,8 @@ impl BpeModel {
         tables.mark_cut(bytes, &mut cache.cut, &mut cache.spanned);
         cache.pieces.clear();
         let first = out.len();
+        // (Pieces are found by their first symbol's index, a u32: a longer chunk is merged whole.)
+        let may_cut = bytes.len() <= u32::MAX as usize;
         let mut p = 0;
         let mut before = None;
         while p < bytes.len() {
@@ -1806,7 +1809,7 @@ impl BpeModel {
                 _ => (b as u32 & 0x07) << 18 | (bytes[p + 1] as u32 & 0x3F) << 12 | (bytes[p + 2] as u32 & 0x3F) << 6 | (bytes[p + 3] as u32 & 0x3F),
             };
             // A new piece starts here when no token can span the place before this character.
-            if let Some(before) = before {
+            if let (Some(before), true) = (before, may_cut) {
                 if cache.spanned[p / 64] >> (p % 64) & 1 == 0 && !tables.may_join(before, code) {
                     cache.pieces.push((out.len() - first) as u32);
                 }
@@ -3078,6 +3081,111 @@ mod tests {
         // tokens kept some places whole.
         assert!(pieces_seen > 1000 && spans_seen > 100, "{pieces_seen} places cut, {spans_seen} spanned");
         eprintln!("{pieces_seen} places cut, {spans_seen} spanned, {cut_seen} cut");
+    }
+
+    /// Merges made by joining a random pair of neighbours of the corpus (not the most frequent
+    /// one): odd crossing tokens, tokens of 4-byte characters, tokens that start inside a
+    /// character. Returns the tokens (id, bytes) and the merges in order.
+    fn random_merges(corpus: &[Vec<u8>], n: usize, rand: &mut impl FnMut(u64) -> u64) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let mut words: Vec<Vec<u32>> = corpus.iter().map(|w| w.iter().map(|&b| b as u32).collect()).collect();
+        let mut merges = Vec::new();
+        for _ in 0..100 * n {
+            if merges.len() == n {
+                break;
+            }
+            let w = &words[rand(words.len() as u64) as usize];
+            if w.len() < 2 {
+                continue;
+            }
+            let i = rand(w.len() as u64 - 1) as usize;
+            let pair = (w[i], w[i + 1]);
+            let joined = [tokens[pair.0 as usize].as_slice(), &tokens[pair.1 as usize]].concat();
+            if tokens.contains(&joined) {
+                continue;
+            }
+            let id = tokens.len() as u32;
+            tokens.push(joined);
+            merges.push(pair);
+            for w in &mut words {
+                let mut merged = Vec::with_capacity(w.len());
+                let mut i = 0;
+                while i < w.len() {
+                    if i + 1 < w.len() && (w[i], w[i + 1]) == pair {
+                        merged.push(id);
+                        i += 2;
+                    } else {
+                        merged.push(w[i]);
+                        i += 1;
+                    }
+                }
+                *w = merged;
+            }
+        }
+        (tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect(), merges)
+    }
+
+    #[test]
+    fn pieces_merged_apart_match_merging_the_whole_chunk() {
+        // Long chunks of a few characters (of 1 to 4 bytes), vocabularies learned by frequency
+        // or by random merges, as merges models and ranks models: encoding (cut into pieces where
+        // no token can span) against merging the chunk's bytes whole. Pieces of every size that
+        // `merge_pieces` treats apart must come up.
+        let mut chars: Vec<String> = ["a", " ", "é", "中", "国", "の", "🙂", "😀", "\u{a0}", "\u{10348}"].map(String::from).to_vec();
+        chars.extend((0..12).map(|k| char::from_u32(0x4E00 + k * 3).unwrap().to_string()));
+        chars.extend((0..8).map(|k| char::from_u32(0x0430 + k).unwrap().to_string()));
+        chars.extend((0..6).map(|k| char::from_u32(0x1F600 + k).unwrap().to_string()));
+        let mut rand = lcg(12345);
+        // Pieces of 1, 2, 3-8, 9-128, 129-1024 and more symbols.
+        let mut sizes = [0u64; 6];
+        // The last rounds: three characters, long chunks with a character no token holds in the
+        // middle (a place always cut), so that pieces of over 1,024 symbols come up.
+        for round in 0..52 {
+            let n_chars = if round >= 40 { 3 } else if round % 2 == 0 { 6 } else { chars.len() };
+            let pool: Vec<String> = (0..n_chars).map(|_| chars[rand(chars.len() as u64) as usize].clone()).collect();
+            let text = |rand: &mut dyn FnMut(u64) -> u64, n: usize| -> Vec<u8> {
+                let mut t = String::new();
+                while t.len() < n {
+                    t.push_str(&pool[rand(pool.len() as u64) as usize]);
+                }
+                t.into_bytes()
+            };
+            let corpus: Vec<Vec<u8>> = (0..80).map(|_| text(&mut rand, 30)).collect();
+            let n_merges = [50, 200, 600][round % 3];
+            let (tokens, merges) = if round % 4 < 2 { random_merges(&corpus, n_merges, &mut rand) } else { learned_merges(&corpus, n_merges.min(200)) };
+            let by_merges = BpeModel::new(tokens.clone(), &merges, None, vec![], BpeOptions::default()).unwrap();
+            let by_ranks = BpeModel::from_ranks(tokens.clone(), None, vec![]).unwrap();
+            for m in [&by_merges, &by_ranks] {
+                let start = m.char_start.as_ref().expect("merges made one after the other are in order");
+                let mut cache = ChunkCache::new(m.uid);
+                for k in 0..if round >= 40 { 8 } else { 60 } {
+                    let n = 1 + rand(if round >= 40 { 6_000 } else { [40, 300, 3000][k % 3] }) as usize;
+                    let mut chunk = text(&mut rand, n);
+                    if round >= 40 {
+                        chunk.extend_from_slice("\u{9F8D}".as_bytes());
+                        chunk.extend(text(&mut rand, n / 2));
+                    }
+                    let mut whole = Vec::new();
+                    m.initial_symbols(&chunk, &mut whole).unwrap();
+                    m.merge_short(&mut whole, Some(&chunk), &mut PairMemo::new(4));
+                    // (A ranks model encodes a chunk that is a token as that token.)
+                    if let (true, Some(id)) = (m.options.ignore_merges, m.whole_token(&chunk)) {
+                        whole = vec![id];
+                    }
+                    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+                    m.encode_chunk(&chunk, &mut out, &mut scratch).unwrap();
+                    assert_eq!(out, whole, "round {round}, chunk {:?}", String::from_utf8_lossy(&chunk));
+                    let mut symbols = Vec::new();
+                    if m.char_symbols(start, &chunk, &mut symbols, &mut cache) && !cache.pieces.is_empty() {
+                        let ends: Vec<usize> = cache.pieces.iter().map(|&p| p as usize).chain([symbols.len()]).collect();
+                        for (from, end) in std::iter::once(0).chain(ends.iter().copied()).zip(&ends) {
+                            sizes[match end - from { 1 => 0, 2 => 1, 3..=8 => 2, 9..=128 => 3, 129..=1024 => 4, _ => 5 }] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(sizes.iter().all(|&n| n > 0), "pieces of 1, 2, 3-8, 9-128, 129-1024, more symbols: {sizes:?}");
     }
 
     #[test]
