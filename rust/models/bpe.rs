@@ -2976,25 +2976,17 @@ mod tests {
         BpeModel::from_ranks(list, None, vec![]).unwrap()
     }
 
-    /// Byte-level merges learned the way training learns them (the most frequent pair first,
-    /// ties to the smallest ids) from `corpus`: in order, as real vocabularies are.
-    fn learned_merges(corpus: &[Vec<u8>], n: usize) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
+    /// Byte-level merges made from `corpus` one after the other, each of the pair `pick` chooses
+    /// from the corpus's words (as merged so far) and the tokens so far (None: stop): in order,
+    /// as real vocabularies are. Returns the tokens (id, bytes) and the merges.
+    fn grown_merges(corpus: &[Vec<u8>], n: usize, mut pick: impl FnMut(&[Vec<u32>], &[Vec<u8>]) -> Option<(u32, u32)>) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let mut words: Vec<Vec<u32>> = corpus.iter().map(|w| w.iter().map(|&b| b as u32).collect()).collect();
         let mut merges = Vec::new();
         while merges.len() < n {
-            let mut counts: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-            for w in &words {
-                for p in w.windows(2) {
-                    *counts.entry((p[0], p[1])).or_default() += 1;
-                }
-            }
-            let joined = |&(a, b): &(u32, u32)| [tokens[a as usize].as_slice(), &tokens[b as usize]].concat();
-            // A pair whose token exists already (made another way) is left alone.
-            let Some((&pair, _)) = counts.iter().filter(|(p, &c)| c >= 2 && !tokens.contains(&joined(p))).max_by_key(|(&(a, b), &c)| (c, Reverse((a, b)))) else { break };
+            let Some(pair) = pick(&words, &tokens) else { break };
             let id = tokens.len() as u32;
-            let joined = joined(&pair);
-            tokens.push(joined);
+            tokens.push([tokens[pair.0 as usize].as_slice(), &tokens[pair.1 as usize]].concat());
             merges.push(pair);
             for w in &mut words {
                 let mut out = Vec::with_capacity(w.len());
@@ -3012,6 +3004,40 @@ mod tests {
             }
         }
         (tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect(), merges)
+    }
+
+    /// Whether the token of a pair would be one of `tokens` already (made another way).
+    fn made_already(tokens: &[Vec<u8>], (a, b): (u32, u32)) -> bool {
+        let joined = [tokens[a as usize].as_slice(), &tokens[b as usize]].concat();
+        tokens.contains(&joined)
+    }
+
+    /// Byte-level merges learned the way training learns them (the most frequent pair first,
+    /// ties to the smallest ids) from `corpus`.
+    fn learned_merges(corpus: &[Vec<u8>], n: usize) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
+        grown_merges(corpus, n, |words, tokens| {
+            let mut counts: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+            for w in words {
+                for p in w.windows(2) {
+                    *counts.entry((p[0], p[1])).or_default() += 1;
+                }
+            }
+            // A pair whose token exists already is left alone.
+            counts.into_iter().filter(|&(p, c)| c >= 2 && !made_already(tokens, p)).max_by_key(|&((a, b), c)| (c, Reverse((a, b)))).map(|(p, _)| p)
+        })
+    }
+
+    /// Merges made by joining a random pair of neighbours of the corpus (not the most frequent
+    /// one): odd crossing tokens, tokens of 4-byte characters, tokens that start inside a
+    /// character.
+    fn random_merges(corpus: &[Vec<u8>], n: usize, rand: &mut impl FnMut(u64) -> u64) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
+        grown_merges(corpus, n, |words, tokens| {
+            (0..100).find_map(|_| {
+                let w = &words[rand(words.len() as u64) as usize];
+                let i = (w.len() >= 2).then(|| rand(w.len() as u64 - 1) as usize)?;
+                Some((w[i], w[i + 1])).filter(|&p| !made_already(tokens, p))
+            })
+        })
     }
 
     /// `encode_chunk` of a byte-level chunk gives what merging its bytes gives.
@@ -3081,48 +3107,6 @@ mod tests {
         // tokens kept some places whole.
         assert!(pieces_seen > 1000 && spans_seen > 100, "{pieces_seen} places cut, {spans_seen} spanned");
         eprintln!("{pieces_seen} places cut, {spans_seen} spanned, {cut_seen} cut");
-    }
-
-    /// Merges made by joining a random pair of neighbours of the corpus (not the most frequent
-    /// one): odd crossing tokens, tokens of 4-byte characters, tokens that start inside a
-    /// character. Returns the tokens (id, bytes) and the merges in order.
-    fn random_merges(corpus: &[Vec<u8>], n: usize, rand: &mut impl FnMut(u64) -> u64) -> (Vec<(u32, Vec<u8>)>, Vec<(u32, u32)>) {
-        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        let mut words: Vec<Vec<u32>> = corpus.iter().map(|w| w.iter().map(|&b| b as u32).collect()).collect();
-        let mut merges = Vec::new();
-        for _ in 0..100 * n {
-            if merges.len() == n {
-                break;
-            }
-            let w = &words[rand(words.len() as u64) as usize];
-            if w.len() < 2 {
-                continue;
-            }
-            let i = rand(w.len() as u64 - 1) as usize;
-            let pair = (w[i], w[i + 1]);
-            let joined = [tokens[pair.0 as usize].as_slice(), &tokens[pair.1 as usize]].concat();
-            if tokens.contains(&joined) {
-                continue;
-            }
-            let id = tokens.len() as u32;
-            tokens.push(joined);
-            merges.push(pair);
-            for w in &mut words {
-                let mut merged = Vec::with_capacity(w.len());
-                let mut i = 0;
-                while i < w.len() {
-                    if i + 1 < w.len() && (w[i], w[i + 1]) == pair {
-                        merged.push(id);
-                        i += 2;
-                    } else {
-                        merged.push(w[i]);
-                        i += 1;
-                    }
-                }
-                *w = merged;
-            }
-        }
-        (tokens.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect(), merges)
     }
 
     #[test]
