@@ -3124,7 +3124,7 @@ mod tests {
         let mut sizes = [0u64; 6];
         // The last rounds: three characters, long chunks with a character no token holds in the
         // middle (a place always cut), so that pieces of over 1,024 symbols come up.
-        for round in 0..52 {
+        for round in 0..44 {
             let n_chars = if round >= 40 { 3 } else if round % 2 == 0 { 6 } else { chars.len() };
             let pool: Vec<String> = (0..n_chars).map(|_| chars[rand(chars.len() as u64) as usize].clone()).collect();
             let text = |rand: &mut dyn FnMut(u64) -> u64, n: usize| -> Vec<u8> {
@@ -3142,8 +3142,8 @@ mod tests {
             for m in [&by_merges, &by_ranks] {
                 let start = m.char_start.as_ref().expect("merges made one after the other are in order");
                 let mut cache = ChunkCache::new(m.uid);
-                for k in 0..if round >= 40 { 8 } else { 60 } {
-                    let n = 1 + rand(if round >= 40 { 6_000 } else { [40, 300, 3000][k % 3] }) as usize;
+                for k in 0..if round >= 40 { 4 } else { 40 } {
+                    let n = 1 + rand(if round >= 40 { 4_000 } else { [40, 300, 1500][k % 3] }) as usize;
                     let mut chunk = text(&mut rand, n);
                     if round >= 40 {
                         chunk.extend_from_slice("\u{9F8D}".as_bytes());
