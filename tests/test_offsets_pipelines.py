@@ -204,13 +204,15 @@ GGUF_BYTE_LEVEL = ["gpt-2", "llama-bpe", "qwen2", "command-r", "deepseek-llm", "
 def test_gguf_byte_level_tokens_are_their_bytes_and_spans_of_the_text(name):
     """llama.cpp decodes bytes: a token holding part of a character gives its own bytes (it was
     U+FFFD, so no span could be told); the spans of the tokens then tile the text."""
-    from test_gguf_vectors import tokenizer
+    from test_gguf_vectors import tokenizer, vectors
 
     tok = tokenizer(name)
     han = data_path("corpora", "debian-handbook")
     import lzma
 
-    texts = random_texts(150, 3)
+    # llama.cpp's own test strings hold " ?" and " 're", which its detokenizer cleans up when
+    # asked to: a token's bytes are still its own.
+    texts = random_texts(150, 3) + [text for text, _ in vectors(name)]
     for lang in ("zh-CN", "ru-RU", "ar-MA"):
         with lzma.open(han / f"{lang}.txt.xz", "rt", encoding="utf-8") as f:
             texts += [line for line in f.read(20_000).split("\n") if line.strip()][:40]
@@ -226,23 +228,78 @@ def test_gguf_byte_level_tokens_are_their_bytes_and_spans_of_the_text(name):
         assert char_spans == [(char_of[bs], char_of[be - 1] + 1 if be > bs else char_of[bs]) for bs, be in byte_spans]
 
 
-def test_gguf_sentencepiece_offsets_refused_where_spaces_are_pieces():
-    """llama.cpp's SentencePiece vocabularies write spaces as "▁" and add one in front: the
-    tokens are not spans of a text with spaces (EncodeError), and are of one without."""
-    import toksmith
+def sentencepiece_of_gguf(tok):
+    """sentencepiece running the vocabulary of a llama.cpp SentencePiece GGUF (``llama``): its
+    pieces, scores and types in a BPE ModelProto with byte fallback, the identity normalizer,
+    spaces kept and escaped, the dummy prefix if the vocabulary adds one. (A second unknown
+    piece, which sentencepiece refuses, becomes a control piece: neither is ever merged into.)"""
+    spm = pytest.importorskip("sentencepiece")
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    from toksmith.formats.gguf import UNKNOWN, CONTROL
+
+    model = tok._pipeline.model
+    proto = pb.ModelProto()
+    seen_unknown = False
+    for token, score, kind in zip(model.vocab.tokens, model.vocab.scores, model.vocab.types):
+        piece = proto.pieces.add()
+        piece.piece, piece.score = token, score
+        piece.type = CONTROL if kind == UNKNOWN and seen_unknown else kind
+        seen_unknown |= kind == UNKNOWN
+    proto.trainer_spec.model_type = pb.TrainerSpec.BPE
+    proto.trainer_spec.byte_fallback = True
+    proto.trainer_spec.unk_id = model.vocab.types.index(UNKNOWN)
+    proto.normalizer_spec.name = "identity"
+    proto.normalizer_spec.add_dummy_prefix = model.add_space_prefix
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    proto.normalizer_spec.escape_whitespaces = True
+    return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3", "baichuan"])
+def test_gguf_sentencepiece_offsets_match_sentencepiece(name):
+    """llama.cpp's SentencePiece vocabularies write spaces as "▁" and add one in front: their
+    spans are those sentencepiece gives for the same vocabulary (the added space spans nothing
+    of its own, a byte token's character goes to its last byte's token). The reference model is
+    checked first: sentencepiece's ids are llama.cpp's on its test vectors."""
+    from test_gguf_vectors import tokenizer, vectors
+
+    tok = tokenizer(name)
+    sp = sentencepiece_of_gguf(tok)
+    cases = vectors(name) if (data_path("tokenizers", "gguf") / f"ggml-vocab-{name}.gguf.out").exists() else []
+    assert all(sp.encode(text) == ids for text, ids in cases)
+    texts = [t for t, _ in cases] + sentencepiece_texts(8)[:500] + random_texts(150, 2)
+    compare_sentencepiece(tok, sp, texts)
+
+
+def test_gguf_token_bytes_are_the_tokens_own():
+    """A GGUF token's bytes are its own, not what decoding it alone gives (llama.cpp's
+    detokenizer drops the first token's leading space and may clean one before punctuation)."""
+    from test_gguf_vectors import tokenizer
+
+    spm_tok, bpe_tok = tokenizer("llama-spm"), tokenizer("gpt-2")
+    assert spm_tok.token_bytes(spm_tok.token_to_id("▁Hello")) == b" Hello"
+    assert spm_tok.decode([spm_tok.token_to_id("▁Hello")]) == "Hello"
+    assert spm_tok.token_bytes(spm_tok.token_to_id("<0xE1>")) == b"\xe1"
+    assert spm_tok.token_bytes(spm_tok.token_to_id("<s>")) == b"<s>"
+    assert bpe_tok.token_bytes(bpe_tok.token_to_id("Ġ?")) == b" ?"
+    ids = bpe_tok.encode("you ?", add_special_tokens=False)
+    assert b"".join(map(bpe_tok.token_bytes, ids)) == b"you ?"
+
+
+def test_gguf_sentencepiece_offsets_around_special_tokens():
+    """Allowed special tokens span their match; the text after one starts again with the added
+    space (as llama.cpp encodes it), which spans nothing of its own."""
     from test_gguf_vectors import tokenizer
 
     tok = tokenizer("llama-spm")
-    with pytest.raises(toksmith.EncodeError, match="not spans of the input"):
-        tok.encode_with_offsets("two words")
-    with pytest.raises(toksmith.EncodeError, match="cannot be traced back"):
-        tok._pipeline.encode_with_offsets("two words", {"<s>"})  # the pipeline's own, unsupported here
-    text = "日本語\U0001F600"
-    ids, byte_spans, char_spans = tok.encode_with_offsets(text)
-    data = text.encode()
-    assert [data[s:e] for s, e in byte_spans] == [tok.token_bytes(i) for i in ids]
-    assert byte_spans[0][0] == 0 and byte_spans[-1][1] == len(data) and char_spans[-1] == (3, 4)
-    assert all(a[1] == b[0] for a, b in zip(byte_spans, byte_spans[1:]))
+    text = "<s> a</s>b"
+    ids, byte_spans, char_spans = tok.encode_with_offsets(text, allowed_special="all")
+    assert ids == tok.encode(text, allowed_special="all", add_special_tokens=False)
+    tokens = [tok.id_to_token(i) for i in ids]
+    assert list(zip(tokens, char_spans)) == [("<s>", (0, 3)), ("▁", (3, 3)), ("▁a", (3, 5)), ("</s>", (5, 9)),
+                                             ("▁b", (9, 10))]
+    assert byte_spans == char_spans
 
 
 # ---------------------------------------------------------------------------- token bytes

@@ -316,7 +316,8 @@ class Pipeline(RustBacked):
         return _core.Cuts([(c, t.id) for c, t in raw.items()], replace)
 
     def offsets_supported(self) -> bool:
-        """Whether `encode_with_offsets` can say where each token comes from: SentencePiece models,
+        """Whether `encode_with_offsets` can say where each token comes from: SentencePiece models
+        and llama.cpp's SentencePiece vocabularies (GGUF ``llama``),
         BERT's pipeline (its normalizer or none, its pre-tokenizer, WordPiece), and BPE over
         characters (no subword prefix or suffix) behind no normalizer, or replacements of one
         character by one and prepends (Gemma 3's " " by "▁"; Llama 2's and Mistral's prepended
@@ -328,6 +329,8 @@ class Pipeline(RustBacked):
         from .models import BPE, WordPiece
 
         n, p, model = self.normalizer, self.pre_tokenizer, self.model
+        if getattr(model, "offsets_supported", False) is True:  # llama.cpp's vocabularies that say so
+            return n is None and p is None
         if type(model) in (SentencePieceUnigram, SentencePieceBPE):
             return type(n) is SentencePieceNormalizer and p is None
         if type(model) is WordPiece:
@@ -367,6 +370,11 @@ class Pipeline(RustBacked):
             if start == end:
                 continue
             piece = text[start:end]
+            if getattr(self.model, "offsets_supported", False) is True:  # llama.cpp's (see above)
+                for i, a, b in self.model.spans(piece):
+                    ids.append(i)
+                    spans.append((start + a, start + b))
+                continue
             if type(self.normalizer) is SentencePieceNormalizer:
                 if normalized.tokens:
                     raise EncodeError("encode_with_offsets: this SentencePiece tokenizer matches added tokens in the "
@@ -399,54 +407,18 @@ class Pipeline(RustBacked):
         return ids, spans
 
     def _sentencepiece_pieces(self, text: str) -> list[tuple[int, int, int]]:
-        """(id, start, end) in ``text`` of the tokens of a SentencePiece model, as SentencePiece
-        gives them (``begin``, ``end``, in characters): each token's bytes in the normalized
-        text, mapped back by `SentencePieceNormalizer.normalize_with_offsets`. A byte token is
-        one byte; an unknown token (a run of unknown characters) spans what the tokens around it
-        leave: the fewest characters after which the known tokens up to the next unknown one
-        follow."""
+        """(id, start, end) in ``text`` of the tokens of a SentencePiece model (see
+        `sentencepiece_spans`)."""
         from .formats.sentencepiece import BYTE, UNKNOWN
 
         model = self.model
-        norm, origin = self.normalizer.normalize_with_offsets(text)
-        if norm != self.normalizer.normalize(text):
-            raise EncodeError("encode_with_offsets cannot align this text with its normalized form; encode() gives its ids")
-        data = norm.encode("utf-8")
-        ids = model.encode_words([norm]) if norm else []
-        # Each token's bytes; None for an unknown token, whose length is solved below.
-        surfaces = [bytes([byte_of_token(model.pieces[i])]) if model.types[i] == BYTE else
-                    None if model.types[i] == UNKNOWN else model.pieces[i].encode("utf-8") for i in ids]
-        if None not in surfaces and b"".join(surfaces) == data:  # most texts: no unknown token
-            ends = list(itertools.accumulate(map(len, surfaces), initial=0))
-            return [(i, origin[a], origin[b]) for i, a, b in zip(ids, ends, ends[1:])]
-        # Per token, the index of the next unknown token after it (len(ids) if none): one pass
-        # from the end, so that many unknown tokens cost no more than a few.
-        next_unknown = [len(ids)] * len(ids)
-        for k in range(len(ids) - 2, -1, -1):
-            next_unknown[k] = k + 1 if surfaces[k + 1] is None else next_unknown[k + 1]
-        out = []
-        at = 0
-        for k, (i, surface) in enumerate(zip(ids, surfaces)):
-            if surface is None:
-                after = b"".join(surfaces[k + 1:next_unknown[k]])
-                last = next_unknown[k] == len(ids)
-                n = next((n for n in range(1, len(data) - at + 1)
-                          if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
-                          and (not last or at + n + len(after) == len(data))), None)
-                if n is None:
-                    raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
-                                      "text; please report this input")
-            elif data.startswith(surface, at):
-                n = len(surface)
-            else:
-                raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
-                                  "text; please report this input")
-            out.append((i, origin[at], origin[at + n]))
-            at += n
-        if at != len(data):
-            raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not cover its normalized text; "
-                              "please report this input")
-        return out
+
+        def surface(i: int) -> bytes | None:
+            kind = model.types[i]
+            return bytes([byte_of_token(model.pieces[i])]) if kind == BYTE else None if kind == UNKNOWN else \
+                model.pieces[i].encode("utf-8")
+
+        return sentencepiece_spans(text, self.normalizer, lambda norm: model.encode_words([norm]), surface)
 
     def _word_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the WordPiece tokens of ``norm[s:e]``, word by word."""
@@ -671,3 +643,52 @@ class Pipeline(RustBacked):
     @property
     def vocab_size(self) -> int:
         return max([self.model.vocab_size - 1, *self._added_by_id]) + 1
+
+
+def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]],
+                        surface: Callable[[int], bytes | None]) -> list[tuple[int, int, int]]:
+    """(id, start, end) in ``text`` of the tokens of a SentencePiece-style model, as SentencePiece
+    gives them (``begin``, ``end``, in characters): each token's bytes in the normalized text,
+    mapped back by the normalizer's ``normalize_with_offsets``. ``encode`` gives the ids of the
+    normalized text; ``surface`` a token's bytes there (None for an unknown token). A byte token
+    is one byte; an unknown token (a run of unknown characters) spans what the tokens around it
+    leave: the fewest characters after which the known tokens up to the next unknown one
+    follow."""
+    norm, origin = normalizer.normalize_with_offsets(text)
+    if norm != normalizer.normalize(text):
+        raise EncodeError("encode_with_offsets cannot align this text with its normalized form; encode() gives its ids")
+    data = norm.encode("utf-8")
+    ids = encode(norm) if norm else []
+    # Each token's bytes; None for an unknown token, whose length is solved below.
+    surfaces = [surface(i) for i in ids]
+    if None not in surfaces and b"".join(surfaces) == data:  # most texts: no unknown token
+        ends = list(itertools.accumulate(map(len, surfaces), initial=0))
+        return [(i, origin[a], origin[b]) for i, a, b in zip(ids, ends, ends[1:])]
+    # Per token, the index of the next unknown token after it (len(ids) if none): one pass
+    # from the end, so that many unknown tokens cost no more than a few.
+    next_unknown = [len(ids)] * len(ids)
+    for k in range(len(ids) - 2, -1, -1):
+        next_unknown[k] = k + 1 if surfaces[k + 1] is None else next_unknown[k + 1]
+    out = []
+    at = 0
+    for k, (i, piece) in enumerate(zip(ids, surfaces)):
+        if piece is None:
+            after = b"".join(surfaces[k + 1:next_unknown[k]])
+            last = next_unknown[k] == len(ids)
+            n = next((n for n in range(1, len(data) - at + 1)
+                      if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
+                      and (not last or at + n + len(after) == len(data))), None)
+            if n is None:
+                raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
+                                  "text; please report this input")
+        elif data.startswith(piece, at):
+            n = len(piece)
+        else:
+            raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
+                              "text; please report this input")
+        out.append((i, origin[at], origin[at + n]))
+        at += n
+    if at != len(data):
+        raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not cover its normalized text; "
+                          "please report this input")
+    return out

@@ -512,7 +512,10 @@ class Tokenizer(TiktokenMethods):
         spans in bytes. SentencePiece models (``.model``): byte spans as sentencepiece's
         ``begin``/``end`` (a replacement such as NFKC's "Ⅻ" -> "XII" spans its source in its
         last token and nothing in the others; a run of spaces made one "▁" spans the run; the
-        dummy prefix alone spans nothing), char spans the same in characters. The template's
+        dummy prefix alone spans nothing), char spans the same in characters; llama.cpp's
+        SentencePiece vocabularies (GGUF ``llama``: Llama 2, Mistral, Phi-3...) the same, as
+        sentencepiece gives them for that vocabulary (a space added in front of each fragment
+        spans nothing of its own). The template's
         tokens (``[CLS]``, ``<bos>``) are not in the text and are left out.
         """
         pipeline = self._pipeline
@@ -530,7 +533,8 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text:
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
                               "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
-                              "models, BERT's WordPiece pipelines and Gemma 3's; this tokenizer's pipeline rewrites "
+                              "models and llama.cpp's SentencePiece GGUF vocabularies, BERT's WordPiece pipelines "
+                              "and Gemma 3's; this tokenizer's pipeline rewrites "
                               "the text before the model, so its tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
@@ -611,7 +615,12 @@ class Tokenizer(TiktokenMethods):
     # ------------------------------------------------------------------ vocabulary
 
     def token_bytes(self, id: int) -> bytes:
-        """The bytes of one token (a special token's UTF-8 string)."""
+        """The bytes of one token (a special token's UTF-8 string). A GGUF vocabulary's token
+        gives its own bytes (``"▁Hello"``: ``b" Hello"``), not those of decoding it alone, which
+        drops a leading space or cleans one before punctuation (llama.cpp's detokenizer)."""
+        piece = getattr(self._pipeline.decoder, "piece", None) if self._pipeline is not None else None
+        if piece is not None:
+            return piece(self.id_to_token(id))
         return self.decode_bytes([id])
 
     def id_to_token(self, id: int) -> str:

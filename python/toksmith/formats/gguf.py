@@ -209,37 +209,58 @@ class _LlamaModel(RustBacked):
         raise NotImplementedError
 
     def _partition(self, text: str) -> list[str | int]:
-        parts: list[str | int] = [text] if text else []
+        return [part for part, _, _ in self._partition_spans(text)]
+
+    def _partition_spans(self, text: str) -> list[tuple[str | int, int, int]]:
+        """The text cut at the user-defined tokens: (fragment or token id, start, end) in
+        characters of ``text``; spaces an ``lstrip``/``rstrip`` token takes belong to no part."""
+        parts: list[tuple[str | int, int, int]] = [(text, 0, len(text))] if text else []
         cut = self._cut
         if self._cut_finder is not None and text:
             cut = [cut[k] for k in self._cut_finder.occurring(text)]  # (same order: longest first)
         for token_id in cut:
             token = self.vocab.tokens[token_id]
-            new: list[str | int] = []
+            new: list[tuple[str | int, int, int]] = []
             for part in parts:
-                if isinstance(part, int) or token not in part:
+                rest, offset = part[0], part[1]
+                if isinstance(rest, int) or token not in rest:
                     new.append(part)
                     continue
-                rest = part
                 while True:
                     at = rest.find(token)
                     if at < 0:
                         if rest:
-                            new.append(rest)
+                            new.append((rest, offset, offset + len(rest)))
                         break
                     left = rest[:at]
                     if token_id in self._lstrip:
-                        while left and _is_space(left[-1]):
-                            left = left[:-1]
+                        left = left.rstrip(" \t\n\v\f\r")  # (C's isspace, as `_is_space`)
                     if left:
-                        new.append(left)
-                    new.append(token_id)
-                    rest = rest[at + len(token):]
+                        new.append((left, offset, offset + len(left)))
+                    new.append((token_id, offset + at, offset + at + len(token)))
+                    rest, offset = rest[at + len(token):], offset + at + len(token)
                     if token_id in self._rstrip:
-                        while rest and _is_space(rest[0]):
-                            rest = rest[1:]
+                        kept = rest.lstrip(" \t\n\v\f\r")
+                        rest, offset = kept, offset + len(rest) - len(kept)
             parts = new
         return parts
+
+    # Whether `spans` can tell where each token of a fragment comes from (see `fragment_spans`).
+    offsets_supported = False
+
+    def spans(self, text: str) -> list[tuple[int, int, int]]:
+        """(id, start, end) of each token of ``text``, in its characters (see `fragment_spans`); a
+        user-defined token spans its match."""
+        out: list[tuple[int, int, int]] = []
+        for part, start, end in self._partition_spans(text):
+            if isinstance(part, int):
+                out.append((part, start, end))
+            else:
+                out.extend((i, start + a, start + b) for i, a, b in self.fragment_spans(part))
+        return out
+
+    def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
+        raise EncodeError(f"encode_with_offsets is not available for llama.cpp's {type(self).__name__} vocabularies")
 
 
 def _score_merges(vocab: LlamaVocab, targets: Iterable[int]) -> list[tuple[str, str]]:
@@ -277,6 +298,7 @@ class LlamaSPM(_LlamaModel):
         self._core = models.BPE(_unique_vocab(vocab), self.merges, byte_fallback=full_bytes,
                                 split_pattern=models.word_split_pattern(a + b for a, b in self.merges))
         self._full_bytes = full_bytes
+        self._normalizer = None  # for fragment_spans, made on first use
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
         if self.add_space_prefix:
@@ -287,6 +309,32 @@ class LlamaSPM(_LlamaModel):
                 if c not in self.vocab.ids:
                     raise EncodeError(f"{c!r} has no token and the vocabulary has no byte tokens <0xAB> for it")
         out.extend(self._core.encode_words([text]))
+
+    offsets_supported = True
+
+    def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """Spans as SentencePiece's ``begin``/``end`` would give them for the same model (its
+        normalizer the identity, a dummy prefix if the vocabulary adds one, spaces kept): the
+        added space spans nothing of its own, each other ``▁`` its space, byte tokens their
+        character (the last byte's token all of it, the others none)."""
+        from ..formats.sentencepiece import SentencePieceNormalizer
+        from ..pipeline import sentencepiece_spans
+
+        if getattr(self, "_normalizer", None) is None:  # (absent from pickles of older versions)
+            self._normalizer = SentencePieceNormalizer(add_dummy_prefix=self.add_space_prefix,
+                                                       remove_extra_whitespaces=False, escape_whitespaces=True)
+        vocab = self.vocab
+
+        def surface(i: int) -> bytes | None:
+            kind, token = vocab.types[i], vocab.tokens[i]
+            return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
+
+        def encode(norm: str) -> list[int]:
+            ids: list[int] = []
+            self.encode_fragment(text, ids)
+            return ids
+
+        return sentencepiece_spans(text, self._normalizer, encode, surface)
 
 
 # After a newline between two characters that are not whitespace (Python's \s holds all of
