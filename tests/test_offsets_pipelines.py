@@ -272,6 +272,46 @@ def test_gguf_sentencepiece_offsets_match_sentencepiece(name):
     compare_sentencepiece(tok, sp, texts)
 
 
+def test_gguf_bert_offsets_match_tokenizers(texts):
+    """llama.cpp's BERT vocabularies (GGUF ``bert``): bge-small's is BERT uncased's, with "▁" in
+    front of a word's first token instead of "##" on the others. Where both tokenize a text
+    alike, the spans are `tokenizers`' ``Encoding.offsets`` for BERT uncased. (llama.cpp makes
+    other words where it keeps only the first character of a decomposition, e.g. of Hangul
+    syllables, or drops the spacing marks, Mc and Me, that BERT keeps.) On every text, each
+    token's characters, made as llama.cpp makes a word's, are its string."""
+    import unicodedata
+
+    import tokenizers
+    from test_gguf_vectors import tokenizer
+
+    tok = tokenizer("bert-bge")
+    model = tok._pipeline.model
+    ref = tokenizers.Tokenizer.from_file(str(data_path("tokenizers", "hf", "bert-base-uncased", "tokenizer.json")))
+    ref.no_padding()
+    ref.no_truncation()
+
+    def as_gguf(token: str) -> str:
+        return token if token in ("[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]") else \
+            token[2:] if token.startswith("##") else "▁" + token
+
+    alike = problems = 0
+    for text in texts:
+        ids, byte_spans, char_spans = tok.encode_with_offsets(text, disallowed_special=())
+        assert ids == tok.encode(text, disallowed_special=(), add_special_tokens=False)
+        assert byte_spans == [(len(text[:s].encode()), len(text[:e].encode())) for s, e in char_spans]
+        for i, (s, e) in zip(ids, char_spans):
+            if i != model.unk_id:
+                made = "".join(model._word_char(ord(c)) for c in text[s:e]).strip()
+                assert made == model.vocab.tokens[i].removeprefix("▁"), (text[:40], model.vocab.tokens[i], (s, e))
+        expected = ref.encode(text, add_special_tokens=False)
+        if [model.vocab.ids.get(as_gguf(t)) for t in expected.tokens] != ids or any(
+                unicodedata.category(c) in ("Mc", "Me") for c in text):
+            continue
+        alike += 1
+        problems += char_spans != expected.offsets
+    assert alike > len(texts) / 2 and problems == 0, (alike, problems)
+
+
 def test_gguf_token_bytes_are_the_tokens_own():
     """A GGUF token's bytes are its own, not what decoding it alone gives (llama.cpp's
     detokenizer drops the first token's leading space and may clean one before punctuation)."""

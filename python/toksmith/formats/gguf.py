@@ -539,6 +539,53 @@ class LlamaWPM(_LlamaModel):
             if len(out) == start:
                 out.append(self.unk_id)
 
+    offsets_supported = True
+
+    def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """Each token spans the characters of ``text`` its word's characters come from, as
+        `tokenizers` gives BERT's offsets: a lowercased or accent-stripped character is its
+        original, a dropped one (a mark, a control character) belongs to no token, the ``▁`` in
+        front of a word is no character, and an unknown word spans all of it. Every character of
+        a word comes from one of ``text`` (see `_word_char`)."""
+        words: list[list[int]] = []  # per word, where each of its characters comes from
+        current: list[int] = []
+        for k, c in enumerate(text):
+            made = self._word_char(ord(c))
+            if made == "":
+                continue
+            if made == " " or len(made) == 3:  # whitespace, or a word of its own (" c ")
+                if current:
+                    words.append(current)
+                    current = []
+                if len(made) == 3:
+                    words.append([k])
+                continue
+            current.append(k)
+        if current:
+            words.append(current)
+        ids: list[int] = []
+        self.encode_fragment(text, ids)
+        tokens, out = iter(ids), []
+        for origin in words:
+            # Positions in SPACE + word: 0 is the "▁", k + 1 the word's character k.
+            at, end = 0, len(origin) + 1
+            while at < end:
+                i = next(tokens, None)
+                if i is None:
+                    raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not cover its words; "
+                                      "please report this input")
+                if i == self.unk_id:
+                    out.append((i, origin[0], origin[-1] + 1))
+                    break
+                n = len(self.vocab.tokens[i])
+                first, last = max(at, 1) - 1, at + n - 2  # the word's characters it holds
+                out.append((i, origin[first], origin[last] + 1) if last >= first else (i, origin[first], origin[first]))
+                at += n
+        if next(tokens, None) is not None:
+            raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its words; "
+                              "please report this input")
+        return out
+
     def _word_char(self, cp: int) -> str:
         """What `_words` makes of one character: " " for whitespace (a word ends), "" for what it
         drops, the character set apart by spaces for punctuation and CJK (a word of its own),
