@@ -312,6 +312,45 @@ def test_gguf_bert_offsets_match_tokenizers(texts):
     assert alike > len(texts) / 2 and problems == 0, (alike, problems)
 
 
+@pytest.mark.parametrize("name", ["botchan_en_unigram_1000", "kyoto_ja_unigram_8000"])
+@pytest.mark.parametrize("squeeze", [True, False])
+def test_gguf_t5_offsets_match_sentencepiece(name, squeeze):
+    """llama.cpp's t5 (UGM) vocabularies, made here from SentencePiece Unigram models: spans as
+    sentencepiece's ``begin``/``end`` over llama.cpp's own normalization, on every text both
+    tokenize alike. (With spaces kept, llama.cpp puts the added "▁" before the first word, after
+    any leading spaces, where sentencepiece puts it first: those texts are left out.)"""
+    spm = pytest.importorskip("sentencepiece")
+    from sentencepiece import sentencepiece_model_pb2
+
+    from toksmith.formats.gguf import gguf_from_metadata
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data_path("tokenizers", "sentencepiece", f"{name}.model").read_bytes())
+    proto.normalizer_spec.remove_extra_whitespaces = squeeze
+    tok = gguf_from_metadata({
+        "tokenizer.ggml.model": "t5", "tokenizer.ggml.tokens": [p.piece for p in proto.pieces],
+        "tokenizer.ggml.scores": [p.score for p in proto.pieces], "tokenizer.ggml.token_type": [p.type for p in proto.pieces],
+        "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.add_space_prefix": True,
+        "tokenizer.ggml.remove_extra_whitespaces": squeeze,
+        "tokenizer.ggml.precompiled_charsmap": list(proto.normalizer_spec.precompiled_charsmap),
+    })
+    sp = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+    charsmap = tok._pipeline.model.charsmap
+    alike = problems = 0
+    texts = sentencepiece_texts(8)[:700] + random_texts(150, 2)
+    for text in texts:
+        ids, byte_spans, char_spans = tok.encode_with_offsets(text, disallowed_special=())
+        assert ids == tok.encode(text, disallowed_special=(), add_special_tokens=False)
+        assert all(0 <= a <= b <= len(text) for a, b in char_spans)
+        assert [a for a, _ in char_spans] == sorted(a for a, _ in char_spans)
+        expected_ids, expected_spans = sentencepiece_spans(sp, text)
+        if ids != expected_ids or (not squeeze and charsmap.normalize(text).startswith(" ")):
+            continue
+        alike += 1
+        problems += byte_spans != expected_spans
+    assert alike > 0.8 * len(texts) and problems == 0, (alike, problems)
+
+
 def test_gguf_token_bytes_are_the_tokens_own():
     """A GGUF token's bytes are its own, not what decoding it alone gives (llama.cpp's
     detokenizer drops the first token's leading space and may clean one before punctuation)."""

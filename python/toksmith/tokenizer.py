@@ -515,8 +515,8 @@ class Tokenizer(TiktokenMethods):
         dummy prefix alone spans nothing), char spans the same in characters; llama.cpp's
         SentencePiece vocabularies (GGUF ``llama``: Llama 2, Mistral, Phi-3...) the same, as
         sentencepiece gives them for that vocabulary (a space added in front of each fragment
-        spans nothing of its own); its BERT vocabularies (GGUF ``bert``) as `tokenizers` gives
-        BERT's. The template's
+        spans nothing of its own), and its t5 ones (Unigram) over llama.cpp's own normalization;
+        its BERT vocabularies (GGUF ``bert``) as `tokenizers` gives BERT's. The template's
         tokens (``[CLS]``, ``<bos>``) are not in the text and are left out.
         """
         pipeline = self._pipeline
@@ -534,7 +534,7 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text:
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
                               "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
-                              "models and llama.cpp's SentencePiece and BERT GGUF vocabularies, BERT's WordPiece pipelines "
+                              "models, every kind of GGUF vocabulary, BERT's WordPiece pipelines "
                               "and Gemma 3's; this tokenizer's pipeline rewrites "
                               "the text before the model, so its tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.

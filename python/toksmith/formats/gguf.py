@@ -26,7 +26,7 @@ from .. import _core, models
 from .._char_table import CharTable
 from .._pickling import RustBacked
 from ..byte_level import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_token, token_to_bytes
-from ..charsmap import PrecompiledCharsmap
+from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
 from ..pipeline import AddedToken, Pipeline
@@ -676,6 +676,66 @@ class LlamaUGM(_LlamaModel):
         self._core = models.Unigram(lattice, unk_id=unk_id, fuse_unk=True, exclude=exclude)
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
+        chars = self._normalize(text)
+        if chars:
+            out.extend(self._core.encode_words([chars]))
+
+    offsets_supported = True
+
+    def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """Spans as SentencePiece's ``begin``/``end`` give them (see `sentencepiece_spans`), over
+        llama.cpp's own normalization (`normalize_with_offsets`)."""
+        from ..pipeline import sentencepiece_spans
+
+        vocab = self.vocab
+
+        def surface(i: int) -> bytes | None:
+            kind, token = vocab.types[i], vocab.tokens[i]
+            return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
+
+        return sentencepiece_spans(text, self, lambda norm: self._core.encode_words([norm]), surface)
+
+    def normalize(self, text: str) -> str:
+        return self._normalize(text)
+
+    def normalize_with_offsets(self, text: str) -> tuple[str, list[int]]:
+        """`_normalize`'s text, and for each of its UTF-8 bytes, then for its end, the index of
+        the character of ``text`` it comes from, as SentencePiece's ``norm_to_orig``: a rule's
+        replacement maps to where its source starts, a space to itself; the "▁" put in front
+        of a word to the first space before it where a run of spaces became that one "▁"
+        (``remove_extra_whitespaces``), else to the word's first character; the end to the end
+        of the text, or to the first of the spaces dropped at its end."""
+        out: list[str] = []
+        origin: list[int] = []
+        started = prepended = False
+        run_start = None  # where the current run of spaces started (after a word)
+        for piece, kind, at in self.charsmap.pieces_from(text, self.user_defined):
+            for k, c in enumerate(piece):
+                source = at + k if kind == KEPT else at
+                if c == " ":
+                    started = False
+                    if not self.remove_extra_whitespaces:
+                        out.append(SPACE)
+                        origin.append(source)
+                    elif run_start is None and out:
+                        run_start = source
+                    continue
+                if not started:
+                    started = True
+                    if (self.add_space_prefix and not prepended) or self.remove_extra_whitespaces:
+                        out.append(SPACE)
+                        origin.append(run_start if run_start is not None and self.remove_extra_whitespaces else source)
+                        prepended = True
+                run_start = None
+                out.append(c)
+                origin.append(source)
+        end = run_start if run_start is not None else len(text)
+        normalized = "".join(out)
+        per_byte = [o for c, o in zip(normalized, origin) for _ in range(len(c.encode("utf-8")))]
+        return normalized, [*per_byte, end]
+
+    def _normalize(self, text: str) -> str:
+        """The text as llama.cpp's UGM tokenizer normalizes it: the character map, then spaces."""
         normalized = "".join(p for p, _ in self.charsmap.pieces(text, self.user_defined))
         chars, started, prepended = [], False, False
         for c in normalized:
@@ -690,8 +750,7 @@ class LlamaUGM(_LlamaModel):
                 started = False
                 if not self.remove_extra_whitespaces:
                     chars.append(SPACE)
-        if chars:
-            out.extend(self._core.encode_words(["".join(chars)]))
+        return "".join(chars)
 
 
 # ---------------------------------------------------------------------------- decoding
