@@ -2,8 +2,9 @@
 
 - BERT (uncased) and Gemma 3 ``tokenizer.json``: `tokenizers`' ``encode(...).offsets`` (it
   computes offsets on every encode);
-- SentencePiece models (Mistral 7B, Botchan Unigram): sentencepiece's
-  ``encode(text, return_type="proto")`` (``begin``/``end`` of each piece);
+- SentencePiece models (Mistral 7B, Botchan Unigram) and llama.cpp's Llama 2 vocabulary (GGUF,
+  written as a .model for sentencepiece): sentencepiece's ``encode(text, return_type="proto")``
+  (``begin``/``end`` of each piece);
 - o200k_base (tiktoken's file): tiktoken's ``decode_with_offsets`` of its ``encode_ordinary``.
 
 Text: the English sample of benchmarks/encode.py, documents of about 4 KB. Before timing, the
@@ -47,8 +48,14 @@ def hf_case(path):
 def sp_case(path):
     import sentencepiece as spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(path))
     ours = toksmith.load(str(path))
+    if str(path).endswith((".gguf", ".gguf.xz")):
+        # llama.cpp's vocabulary as a .model (toksmith writes it; sentencepiece then gives llama.cpp's ids).
+        from toksmith.formats.sentencepiece_writer import sentencepiece_model_bytes
+
+        sp = spm.SentencePieceProcessor(model_proto=sentencepiece_model_bytes(ours))
+    else:
+        sp = spm.SentencePieceProcessor(model_file=str(path))
 
     def theirs(d):
         pieces = sp.encode(d, return_type="proto").pieces
@@ -82,6 +89,7 @@ def main() -> None:
         ("gemma3 tokenizer.json", "tokenizers", lambda: hf_case(DATA / "tokenizers/hf/gemma3/tokenizer.json.xz")),
         ("mistral-7b .model", "sentencepiece", lambda: sp_case(DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model")),
         ("botchan unigram .model", "sentencepiece", lambda: sp_case(DATA / "tokenizers/sentencepiece/botchan_en_unigram_1000.model")),
+        ("llama-spm GGUF (Llama 2)", "sentencepiece", lambda: sp_case(DATA / "tokenizers/gguf/ggml-vocab-llama-spm.gguf.xz")),
         ("o200k_base", "tiktoken", lambda: tiktoken_case("o200k_base")),
     ]
     print("| tokenizer | peer | toksmith encode_with_offsets MB/s | peer MB/s | ratio |")

@@ -229,31 +229,13 @@ def test_gguf_byte_level_tokens_are_their_bytes_and_spans_of_the_text(name):
 
 
 def sentencepiece_of_gguf(tok):
-    """sentencepiece running the vocabulary of a llama.cpp SentencePiece GGUF (``llama``): its
-    pieces, scores and types in a BPE ModelProto with byte fallback, the identity normalizer,
-    spaces kept and escaped, the dummy prefix if the vocabulary adds one. (A second unknown
-    piece, which sentencepiece refuses, becomes a control piece: neither is ever merged into.)"""
+    """sentencepiece running the vocabulary of a llama.cpp SentencePiece GGUF (``llama``), as
+    toksmith writes it (``save(format="sentencepiece")``; tests/test_sentencepiece_writer.py
+    checks its ids against llama.cpp's test vectors)."""
     spm = pytest.importorskip("sentencepiece")
-    from sentencepiece import sentencepiece_model_pb2 as pb
+    from toksmith.formats.sentencepiece_writer import sentencepiece_model_bytes
 
-    from toksmith.formats.gguf import UNKNOWN, CONTROL
-
-    model = tok._pipeline.model
-    proto = pb.ModelProto()
-    seen_unknown = False
-    for token, score, kind in zip(model.vocab.tokens, model.vocab.scores, model.vocab.types):
-        piece = proto.pieces.add()
-        piece.piece, piece.score = token, score
-        piece.type = CONTROL if kind == UNKNOWN and seen_unknown else kind
-        seen_unknown |= kind == UNKNOWN
-    proto.trainer_spec.model_type = pb.TrainerSpec.BPE
-    proto.trainer_spec.byte_fallback = True
-    proto.trainer_spec.unk_id = model.vocab.types.index(UNKNOWN)
-    proto.normalizer_spec.name = "identity"
-    proto.normalizer_spec.add_dummy_prefix = model.add_space_prefix
-    proto.normalizer_spec.remove_extra_whitespaces = False
-    proto.normalizer_spec.escape_whitespaces = True
-    return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+    return spm.SentencePieceProcessor(model_proto=sentencepiece_model_bytes(tok))
 
 
 @pytest.mark.parametrize("name", ["llama-spm", "phi-3", "baichuan"])

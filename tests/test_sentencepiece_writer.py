@@ -54,6 +54,25 @@ def test_loaded_models_round_trip(name, texts, tmp_path):
     assert [t for t, w in zip(texts, want) if again.decode(w) != original.decode(w)] == []
 
 
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3", "baichuan"])
+def test_gguf_sentencepiece_vocabularies_written_as_model_files(name, texts, tmp_path):
+    """A llama.cpp SentencePiece vocabulary (GGUF ``llama``) written as a .model: sentencepiece
+    gives llama.cpp's ids on its test vectors, and toksmith's on the other texts; toksmith loads
+    the file back with the same ids."""
+    from test_gguf_vectors import tokenizer, vectors
+
+    tok = tokenizer(name)
+    sp = written(tok, tmp_path)
+    if (data_path("tokenizers", "gguf") / f"ggml-vocab-{name}.gguf.out").exists():
+        cases = vectors(name)
+        assert [text for text, ids in cases if sp.encode(text) != ids] == []
+    sample = texts[:3000]
+    ours = [tok.encode(t, add_special_tokens=False, disallowed_special=()) for t in sample]
+    assert [t for t, w, g in zip(sample, ours, sp.encode(sample)) if w != g] == []
+    back = toksmith.load(tmp_path / "written.model")
+    assert [t for t, w in zip(sample[:500], ours) if back.encode(t, add_special_tokens=False, disallowed_special=()) != w] == []
+
+
 @pytest.mark.parametrize("options", [
     {}, {"byte_fallback": True}, {"normalization": None}, {"add_dummy_prefix": False},
     {"special_tokens": ["<s>", "</s>", "<pad>", "<mask>"], "limit_alphabet": 60, "max_token_length": 6},

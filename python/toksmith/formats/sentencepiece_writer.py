@@ -1,9 +1,15 @@
 """Writes tokenizers as SentencePiece ``.model`` files (Unigram and BPE).
 
-Three kinds of tokenizer can be written, each so that ``sentencepiece`` gives toksmith's ids:
+Four kinds of tokenizer can be written, each so that ``sentencepiece`` gives toksmith's ids:
 
 - **loaded from a .model** (BPE or Unigram): the pieces, kinds and scores, the normalizer and
   denormalizer specs and the special piece names are written back as they were read.
+- **llama.cpp's SentencePiece vocabularies** (GGUF ``llama``: Llama 2, Mistral, Phi-3...): the
+  GGUF's pieces, scores and kinds as a BPE model with the identity normalizer, spaces kept and
+  escaped, the dummy prefix if the vocabulary adds one, byte fallback if it has the 256 byte
+  pieces; sentencepiece then gives llama.cpp's ids (its test vectors; the tests also compare
+  texts). A second unknown piece, which sentencepiece refuses, is written as a control piece:
+  neither kind is ever produced by merging or asked for.
 - **Unigram trained by toksmith** (``toksmith.train(..., algorithm="unigram")``).
 - **SentencePiece-style BPE trained by toksmith** (``toksmith.train(..., level="char",
   pattern="metaspace")``). SentencePiece's BPE does not keep a merge list: it joins, again and
@@ -117,10 +123,14 @@ def sentencepiece_model_bytes(tokenizer) -> bytes:
     """The serialized ``ModelProto`` of ``tokenizer`` (see the module documentation)."""
     from .sentencepiece import SentencePieceBPE, SentencePieceUnigram
 
+    from .gguf import LlamaSPM
+
     model = getattr(tokenizer.pipeline, "model", None)
     trainer = tokenizer.metadata.get("trainer")
     if isinstance(model, (SentencePieceBPE, SentencePieceUnigram)):
         proto = _loaded_proto(tokenizer)
+    elif isinstance(model, LlamaSPM):
+        proto = _gguf_proto(model)
     elif trainer == "toksmith unigram" and hasattr(model, "pieces"):
         proto = _trained_proto(tokenizer, _unigram_pieces(tokenizer), _UNIGRAM)
     elif trainer == "toksmith bpe (sentencepiece)":
@@ -131,7 +141,8 @@ def sentencepiece_model_bytes(tokenizer) -> bytes:
                           "'tiktoken', or train a SentencePiece-style BPE with toksmith.train(..., level='char', "
                           "pattern='metaspace')")
     else:
-        raise FormatError("only SentencePiece models (loaded from a .model), Unigram tokenizers trained by toksmith "
+        raise FormatError("only SentencePiece models (loaded from a .model or a GGUF 'llama' vocabulary), Unigram "
+                          "tokenizers trained by toksmith "
                           "(algorithm='unigram') and SentencePiece-style BPE trained by toksmith (level='char', "
                           "pattern='metaspace') can be written as SentencePiece .model files")
     return proto.SerializeToString()
@@ -167,6 +178,32 @@ def _loaded_proto(tokenizer):
     proto.normalizer_spec.name = meta.get("normalizer", "")
     if dec.denormalizer is not None:
         _normalizer_spec(proto.denormalizer_spec, dec.denormalizer)
+    return proto
+
+
+def _gguf_proto(model):
+    """A GGUF ``llama`` vocabulary (`LlamaSPM`) as a SentencePiece BPE model."""
+    vocab = model.vocab
+    if UNKNOWN not in vocab.types:
+        raise FormatError("this GGUF vocabulary has no unknown token, which a SentencePiece model needs")
+    proto = _pb2().ModelProto()
+    seen_unknown = False
+    for token, score, kind in zip(vocab.tokens, vocab.scores, vocab.types):
+        item = proto.pieces.add()
+        item.piece, item.score = token, score
+        # (Kinds outside SentencePiece's, UNDEFINED, are written as normal pieces, as llama.cpp reads them.)
+        item.type = CONTROL if kind == UNKNOWN and seen_unknown else kind if NORMAL <= kind <= BYTE else NORMAL
+        seen_unknown |= kind == UNKNOWN
+    spec = proto.trainer_spec
+    spec.model_type = _BPE
+    spec.vocab_size = len(vocab.tokens)
+    spec.byte_fallback = model._full_bytes
+    spec.unk_id = vocab.types.index(UNKNOWN)
+    norm = proto.normalizer_spec
+    norm.name = "identity"
+    norm.add_dummy_prefix = model.add_space_prefix
+    norm.remove_extra_whitespaces = False
+    norm.escape_whitespaces = True
     return proto
 
 
