@@ -298,43 +298,56 @@ class LlamaSPM(_LlamaModel):
         self._core = models.BPE(_unique_vocab(vocab), self.merges, byte_fallback=full_bytes,
                                 split_pattern=models.word_split_pattern(a + b for a, b in self.merges))
         self._full_bytes = full_bytes
-        self._normalizer = None  # for fragment_spans, made on first use
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
-        if self.add_space_prefix:
-            text = " " + text
-        text = text.replace(" ", SPACE)
+        text = self.normalize(text)
         if not self._full_bytes:
             for c in text:
                 if c not in self.vocab.ids:
                     raise EncodeError(f"{c!r} has no token and the vocabulary has no byte tokens <0xAB> for it")
         out.extend(self._core.encode_words([text]))
 
+    def normalize(self, text: str) -> str:
+        """A space in front (if the vocabulary adds one), then every space as ``▁``."""
+        return ((" " + text) if self.add_space_prefix else text).replace(" ", SPACE)
+
+    def normalize_with_offsets(self, text: str) -> tuple[str, list[int]]:
+        """`normalize`'s text, and for each of its UTF-8 bytes, then for its end, the index of
+        the character of ``text`` it comes from, as SentencePiece's ``norm_to_orig`` for the same
+        normalization (identity, dummy prefix, spaces kept): the added space maps to the first
+        character, every other character to itself."""
+        origin = [0] * self.add_space_prefix + list(range(len(text)))
+        return _per_byte(self.normalize(text), origin, len(text))
+
     offsets_supported = True
 
     def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
-        """Spans as SentencePiece's ``begin``/``end`` would give them for the same model (its
-        normalizer the identity, a dummy prefix if the vocabulary adds one, spaces kept): the
-        added space spans nothing of its own, each other ``▁`` its space, byte tokens their
-        character (the last byte's token all of it, the others none)."""
-        from ..formats.sentencepiece import SentencePieceNormalizer
-        from ..pipeline import sentencepiece_spans
+        """Spans as SentencePiece's ``begin``/``end`` would give them for the same model (see
+        `sentencepiece_spans`): the added space spans nothing of its own, each other ``▁`` its
+        space, byte tokens their character (the last byte's token all of it, the others none)."""
+        return _sentencepiece_spans(self, text, lambda norm: self._core.encode_words([norm]))
 
-        if getattr(self, "_normalizer", None) is None:  # (absent from pickles of older versions)
-            self._normalizer = SentencePieceNormalizer(add_dummy_prefix=self.add_space_prefix,
-                                                       remove_extra_whitespaces=False, escape_whitespaces=True)
-        vocab = self.vocab
 
-        def surface(i: int) -> bytes | None:
-            kind, token = vocab.types[i], vocab.tokens[i]
-            return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
+def _per_byte(normalized: str, origin: list[int], end: int) -> tuple[str, list[int]]:
+    """``normalized`` and the origin of each of its UTF-8 bytes (its character's), then ``end``."""
+    if normalized.isascii():
+        return normalized, [*origin, end]
+    return normalized, [*(o for c, o in zip(normalized, origin) for _ in range(len(c.encode("utf-8")))), end]
 
-        def encode(norm: str) -> list[int]:
-            ids: list[int] = []
-            self.encode_fragment(text, ids)
-            return ids
 
-        return sentencepiece_spans(text, self._normalizer, encode, surface)
+def _sentencepiece_spans(model, text: str, encode) -> list[tuple[int, int, int]]:
+    """`sentencepiece_spans` of a GGUF model that normalizes as SentencePiece does (``model``
+    has ``normalize`` and ``normalize_with_offsets``): a byte token is its byte, an unknown token
+    has no known bytes, any other token its string."""
+    from ..pipeline import sentencepiece_spans
+
+    vocab = model.vocab
+
+    def surface(i: int) -> bytes | None:
+        kind, token = vocab.types[i], vocab.tokens[i]
+        return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
+
+    return sentencepiece_spans(text, model, encode, surface)
 
 
 # After a newline between two characters that are not whitespace (Python's \s holds all of
@@ -685,15 +698,7 @@ class LlamaUGM(_LlamaModel):
     def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
         """Spans as SentencePiece's ``begin``/``end`` give them (see `sentencepiece_spans`), over
         llama.cpp's own normalization (`normalize_with_offsets`)."""
-        from ..pipeline import sentencepiece_spans
-
-        vocab = self.vocab
-
-        def surface(i: int) -> bytes | None:
-            kind, token = vocab.types[i], vocab.tokens[i]
-            return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
-
-        return sentencepiece_spans(text, self, lambda norm: self._core.encode_words([norm]), surface)
+        return _sentencepiece_spans(self, text, lambda norm: self._core.encode_words([norm]))
 
     def normalize(self, text: str) -> str:
         return self._normalize(text)
@@ -729,10 +734,7 @@ class LlamaUGM(_LlamaModel):
                 run_start = None
                 out.append(c)
                 origin.append(source)
-        end = run_start if run_start is not None else len(text)
-        normalized = "".join(out)
-        per_byte = [o for c, o in zip(normalized, origin) for _ in range(len(c.encode("utf-8")))]
-        return normalized, [*per_byte, end]
+        return _per_byte("".join(out), origin, run_start if run_start is not None else len(text))
 
     def _normalize(self, text: str) -> str:
         """The text as llama.cpp's UGM tokenizer normalizes it: the character map, then spaces."""
