@@ -545,7 +545,10 @@ class Tokenizer(TiktokenMethods):
         if pipeline is None:
             lengths = self._token_lengths()
         else:
-            surfaces = {i: self.token_bytes(i) for i in set(ids)}
+            # Each token's own bytes: llama.cpp's decoder gives them per piece (`token_bytes`,
+            # decoding one token alone, drops its leading space, or cleans one before punctuation).
+            piece = getattr(pipeline.decoder, "piece", None)
+            surfaces = {i: piece(pipeline.id_to_token(i)) if piece is not None else self.token_bytes(i) for i in set(ids)}
             lengths = {i: len(b) for i, b in surfaces.items()}
         data = text.encode("utf-8")
         # Token ends in bytes, and for each byte offset the index of the character holding it
@@ -616,12 +619,7 @@ class Tokenizer(TiktokenMethods):
     # ------------------------------------------------------------------ vocabulary
 
     def token_bytes(self, id: int) -> bytes:
-        """The bytes of one token (a special token's UTF-8 string). A GGUF vocabulary's token
-        gives its own bytes (``"▁Hello"``: ``b" Hello"``), not those of decoding it alone, which
-        drops a leading space or cleans one before punctuation (llama.cpp's detokenizer)."""
-        piece = getattr(self._pipeline.decoder, "piece", None) if self._pipeline is not None else None
-        if piece is not None:
-            return piece(self.id_to_token(id))
+        """The bytes of one token (a special token's UTF-8 string)."""
         return self.decode_bytes([id])
 
     def id_to_token(self, id: int) -> str:
