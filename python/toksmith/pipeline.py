@@ -371,17 +371,13 @@ class Pipeline(RustBacked):
                 continue
             piece = text[start:end]
             if getattr(self.model, "offsets_supported", False) is True:  # llama.cpp's (see above)
-                for i, a, b in self.model.spans(piece):
-                    ids.append(i)
-                    spans.append((start + a, start + b))
+                _extend_shifted(ids, spans, self.model.spans(piece), start)
                 continue
             if type(self.normalizer) is SentencePieceNormalizer:
                 if normalized.tokens:
                     raise EncodeError("encode_with_offsets: this SentencePiece tokenizer matches added tokens in the "
                                       "normalized text; their spans are not known. encode() gives the ids")
-                for i, a, b in self._sentencepiece_pieces(piece):
-                    ids.append(i)
-                    spans.append((start + a, start + b))
+                _extend_shifted(ids, spans, self._sentencepiece_pieces(piece), start)
                 continue
             if self.normalizer is None:
                 norm, origin = piece, range(len(piece))
@@ -645,6 +641,18 @@ class Pipeline(RustBacked):
         return max([self.model.vocab_size - 1, *self._added_by_id]) + 1
 
 
+def _extend_shifted(ids: list[int], spans: list[tuple[int, int]], pieces: list[tuple[int, int, int]], shift: int) -> None:
+    """Appends the ids of ``pieces`` (id, start, end) to ``ids`` and their spans, moved by
+    ``shift``, to ``spans`` (whole lists at a time: documents have thousands of tokens)."""
+    if not pieces:
+        return
+    got_ids, starts, ends = zip(*pieces)
+    ids.extend(got_ids)
+    if shift:
+        starts, ends = map(shift.__add__, starts), map(shift.__add__, ends)
+    spans.extend(zip(starts, ends))
+
+
 def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]],
                         surface: Callable[[int], bytes | None]) -> list[tuple[int, int, int]]:
     """(id, start, end) in ``text`` of the tokens of a SentencePiece-style model, as SentencePiece
@@ -660,34 +668,39 @@ def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]
     data = norm.encode("utf-8")
     ids = encode(norm) if norm else []
     # Each token's bytes; None for an unknown token, whose length is solved below.
-    surfaces = [surface(i) for i in ids]
-    if None not in surfaces and b"".join(surfaces) == data:  # most texts: no unknown token
-        ends = list(itertools.accumulate(map(len, surfaces), initial=0))
-        return [(i, origin[a], origin[b]) for i, a, b in zip(ids, ends, ends[1:])]
-    # Per token, the index of the next unknown token after it (len(ids) if none): one pass
-    # from the end, so that many unknown tokens cost no more than a few.
-    next_unknown = [len(ids)] * len(ids)
-    for k in range(len(ids) - 2, -1, -1):
-        next_unknown[k] = k + 1 if surfaces[k + 1] is None else next_unknown[k + 1]
-    out = []
-    at = 0
-    for k, (i, piece) in enumerate(zip(ids, surfaces)):
-        if piece is None:
-            after = b"".join(surfaces[k + 1:next_unknown[k]])
-            last = next_unknown[k] == len(ids)
-            n = next((n for n in range(1, len(data) - at + 1)
-                      if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
-                      and (not last or at + n + len(after) == len(data))), None)
-            if n is None:
-                raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
-                                  "text; please report this input")
-        elif data.startswith(piece, at):
-            n = len(piece)
-        else:
+    table = {i: surface(i) for i in set(ids)}
+    surfaces = list(map(table.__getitem__, ids))
+    if None not in table.values() and b"".join(surfaces) == data:  # most texts: no unknown token
+        ends = itertools.accumulate(map(len, surfaces), initial=0)
+        at = list(map(origin.__getitem__, ends))
+        return list(zip(ids, at, at[1:]))
+    # Runs of known tokens, each checked and mapped back whole; each unknown token between two
+    # runs gets the fewest characters after which the next run follows.
+    bounds = [k for k, piece in enumerate(surfaces) if piece is None] + [len(ids)]
+    out: list[tuple[int, int, int]] = []
+    at = k = 0
+    for j, u in enumerate(bounds):
+        run = b"".join(surfaces[k:u])
+        if not data.startswith(run, at):
             raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
                               "text; please report this input")
-        out.append((i, origin[at], origin[at + n]))
+        starts = list(map(origin.__getitem__, itertools.accumulate(map(len, surfaces[k:u]), initial=at)))
+        out.extend(zip(ids[k:u], starts, starts[1:]))
+        at += len(run)
+        if u == len(ids):
+            break
+        following = bounds[j + 1]  # the next unknown token, or the end
+        after = b"".join(surfaces[u + 1:following])
+        last = following == len(ids)
+        n = next((n for n in range(1, len(data) - at + 1)
+                  if (at + n == len(data) or data[at + n] & 0xC0 != 0x80) and data.startswith(after, at + n)
+                  and (not last or at + n + len(after) == len(data))), None)
+        if n is None:
+            raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not follow its normalized "
+                              "text; please report this input")
+        out.append((ids[u], origin[at], origin[at + n]))
         at += n
+        k = u + 1
     if at != len(data):
         raise EncodeError(f"encode_with_offsets: the tokens of {text[:40]!r} do not cover its normalized text; "
                           "please report this input")

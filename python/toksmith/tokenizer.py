@@ -9,7 +9,6 @@ One string's path through ``encode``: special tokens the caller allowed are cut 
 from __future__ import annotations
 
 import codecs
-import itertools
 import json
 import operator
 import os
@@ -525,9 +524,14 @@ class Tokenizer(TiktokenMethods):
             ids, char_spans = pipeline.encode_with_offsets(_valid_text(text), allowed)
             if text.isascii():
                 return ids, list(char_spans), char_spans
-            byte_at = [0, *itertools.accumulate(1 if c < "\x80" else 2 if c < "\u0800" else 3 if c < "\U00010000" else 4
-                                                for c in text)]
-            return ids, [(byte_at[s], byte_at[e]) for s, e in char_spans], char_spans
+            import numpy as np
+
+            # Where each character starts in the UTF-8 bytes (one to four bytes by code point).
+            codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+            byte_at = np.zeros(len(text) + 1, dtype=np.int64)
+            np.cumsum(1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000), out=byte_at[1:])
+            byte_spans = byte_at[np.asarray(char_spans, dtype=np.int64).reshape(-1, 2)].tolist()
+            return ids, list(map(tuple, byte_spans)), char_spans
         # A normalizer that leaves this text as it is (Qwen's NFC on NFC text) changes nothing.
         # Other pipelines (GGUF byte-level vocabularies) qualify where their tokens' bytes are the
         # text's (checked below).

@@ -255,6 +255,8 @@ class _LlamaModel(RustBacked):
         for part, start, end in self._partition_spans(text):
             if isinstance(part, int):
                 out.append((part, start, end))
+            elif start == 0:  # (most texts: one fragment)
+                out.extend(self.fragment_spans(part))
             else:
                 out.extend((i, start + a, start + b) for i, a, b in self.fragment_spans(part))
         return out
@@ -332,7 +334,10 @@ def _per_byte(normalized: str, origin: list[int], end: int) -> tuple[str, list[i
     """``normalized`` and the origin of each of its UTF-8 bytes (its character's), then ``end``."""
     if normalized.isascii():
         return normalized, [*origin, end]
-    return normalized, [*(o for c, o in zip(normalized, origin) for _ in range(len(c.encode("utf-8")))), end]
+    import numpy as np
+
+    starts = (np.frombuffer(normalized.encode("utf-8"), dtype=np.uint8) & 0xC0) != 0x80
+    return normalized, [*np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1].tolist(), end]
 
 
 def _sentencepiece_spans(model, text: str, encode) -> list[tuple[int, int, int]]:

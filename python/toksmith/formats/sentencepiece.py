@@ -28,7 +28,6 @@ from __future__ import annotations
 import heapq
 import math
 import os
-import re
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -146,65 +145,73 @@ class SentencePieceNormalizer:
         kept, the end to the end of the text or of its last character before trailing spaces.
         SentencePiece consumes a run of characters no rule applies to one character at a time
         (`normalize_in_python` takes such runs whole, with the same result); here such a run
-        goes by words and runs of spaces."""
+        is taken whole too, its spaces squeezed with numpy."""
+        import numpy as np
+
         squeeze = self.remove_extra_whitespaces
         space = SPACE if self.escape_whitespaces else " "
         out: list[str] = []
-        origin: list[int] = []  # per character of the normalized text
+        origin: list = []  # per character of the normalized text: ranges, lists and arrays of indices
         started = False  # whether the dummy prefix is out (leading spaces are skipped before it)
         prev_space = squeeze
         for piece, kind, at in self.charsmap.pieces_from(text, self.user_defined):
-            # A run of characters no rule applies to: its words and runs of spaces, each
-            # character its own origin; another piece maps to where its source starts.
-            parts = ((m.group(), at + m.start(), True) for m in _WORDS_AND_SPACES.finditer(piece)) if kind == KEPT \
-                else ((piece, at, False),)
-            for part, start, kept in parts:
-                spaces = part[:1] == " " and not part.strip(" ")
+            if kind == KEPT:
+                if squeeze:
+                    # Each space after a space (or after a piece that ended with one, or before
+                    # the first character kept) goes: a run of spaces becomes its first.
+                    codes = np.frombuffer(piece.encode("utf-32-le"), dtype=np.uint32)
+                    is_space = codes == 32
+                    after_space = np.empty_like(is_space)
+                    after_space[0] = prev_space
+                    after_space[1:] = is_space[:-1]
+                    kept = np.flatnonzero(~(is_space & after_space))
+                    if not len(kept):
+                        continue
+                    piece = codes[kept].tobytes().decode("utf-32-le")
+                    prev_space = piece.endswith(" ")
+                    sources = kept + at
+                else:
+                    sources = range(at, at + len(piece))
                 if not started:
-                    if squeeze and (spaces if kept else part == " "):
-                        continue  # SentencePiece skips leading pieces that are a space
                     started = True
                     if self.add_dummy_prefix:
                         out.append(space)
-                        origin.append(start)
-                if kept and spaces:
-                    if squeeze:
-                        if not prev_space:
-                            out.append(space)
-                            origin.append(start)
-                        prev_space = True
-                    else:
-                        out.append(space * len(part))
-                        origin.extend(range(start, start + len(part)))
-                    continue
-                if squeeze:
-                    if prev_space:
-                        part = part.lstrip(" ")
-                    if part:
-                        prev_space = part.endswith(" ")
-                if part:
-                    out.append(part.replace(" ", space) if self.escape_whitespaces else part)
-                    origin.extend(range(start, start + len(part)) if kept else [start] * len(part))
+                        origin.append([sources[0]])
+                out.append(piece.replace(" ", space) if self.escape_whitespaces else piece)
+                origin.append(sources)
+                continue
+            # A rule's replacement (or a protected string): every character maps to its start.
+            if not started:
+                if squeeze and piece == " ":
+                    continue  # SentencePiece skips leading pieces that are a space
+                started = True
+                if self.add_dummy_prefix:
+                    out.append(space)
+                    origin.append([at])
+            if squeeze:
+                if prev_space:
+                    piece = piece.lstrip(" ")
+                if piece:
+                    prev_space = piece.endswith(" ")
+            if piece:
+                out.append(piece.replace(" ", space) if self.escape_whitespaces else piece)
+                origin.append([at] * len(piece))
         if not started:
             return "", [len(text)]
         normalized, end = "".join(out), len(text)
+        flat = np.concatenate([np.asarray(o, dtype=np.int64) for o in origin]) if origin else np.zeros(0, np.int64)
         if squeeze:
-            while normalized.endswith(space):
-                normalized = normalized[:-1]
-                end = origin.pop()
+            stripped = normalized.rstrip(space)
+            if len(stripped) < len(normalized):
+                end = int(flat[len(stripped)])
+                normalized, flat = stripped, flat[:len(stripped)]
         # Per byte: each character's origin for each of its bytes.
         data = normalized.encode("utf-8")
-        if len(data) == len(normalized):
-            return normalized, [*origin, end]
-        import numpy as np
+        if len(data) != len(normalized):
+            starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+            flat = flat[np.cumsum(starts) - 1]
+        return normalized, [*flat.tolist(), end]
 
-        starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
-        per_byte = np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1]
-        return normalized, [*per_byte.tolist(), end]
-
-
-# Words (no space) and runs of spaces: SentencePiece's whitespace handling only looks at spaces.
-_WORDS_AND_SPACES = re.compile(" +|[^ ]+")
 
 
 def _drop_leading_spaces(pieces: list[tuple[str, int]]) -> list[tuple[str, int]]:
