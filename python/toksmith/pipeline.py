@@ -405,16 +405,8 @@ class Pipeline(RustBacked):
     def _sentencepiece_pieces(self, text: str) -> list[tuple[int, int, int]]:
         """(id, start, end) in ``text`` of the tokens of a SentencePiece model (see
         `sentencepiece_spans`)."""
-        from .formats.sentencepiece import BYTE, UNKNOWN
-
         model = self.model
-
-        def surface(i: int) -> bytes | None:
-            kind = model.types[i]
-            return bytes([byte_of_token(model.pieces[i])]) if kind == BYTE else None if kind == UNKNOWN else \
-                model.pieces[i].encode("utf-8")
-
-        return sentencepiece_spans(text, self.normalizer, lambda norm: model.encode_words([norm]), surface)
+        return sentencepiece_spans(text, self.normalizer, lambda norm: model.encode_words([norm]), model.pieces, model.types)
 
     def _word_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the WordPiece tokens of ``norm[s:e]``, word by word."""
@@ -653,15 +645,33 @@ def _extend_shifted(ids: list[int], spans: list[tuple[int, int]], pieces: list[t
     spans.extend(zip(starts, ends))
 
 
+def utf8_origins(normalized: str, origin: Sequence[int], end: int) -> list[int]:
+    """For each UTF-8 byte of ``normalized``, the origin of its character (``origin`` holds one
+    per character), then ``end``: the form `sentencepiece_spans` maps tokens back with."""
+    import numpy as np
+
+    data = normalized.encode("utf-8")
+    if len(data) == len(normalized):
+        return [*origin, end]
+    starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+    return [*np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1].tolist(), end]
+
+
 def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]],
-                        surface: Callable[[int], bytes | None]) -> list[tuple[int, int, int]]:
+                        pieces: Sequence[str], kinds: Sequence[int]) -> list[tuple[int, int, int]]:
     """(id, start, end) in ``text`` of the tokens of a SentencePiece-style model, as SentencePiece
     gives them (``begin``, ``end``, in characters): each token's bytes in the normalized text,
     mapped back by the normalizer's ``normalize_with_offsets``. ``encode`` gives the ids of the
-    normalized text; ``surface`` a token's bytes there (None for an unknown token). A byte token
-    is one byte; an unknown token (a run of unknown characters) spans what the tokens around it
-    leave: the fewest characters after which the known tokens up to the next unknown one
-    follow."""
+    normalized text; ``pieces`` and ``kinds`` (SentencePiece's numbering, which GGUF shares) say
+    each token's bytes there. A byte token is one byte; an unknown token (a run of unknown
+    characters) spans what the tokens around it leave: the fewest characters after which the
+    known tokens up to the next unknown one follow."""
+    from .formats.sentencepiece import BYTE, UNKNOWN
+
+    def surface(i: int) -> bytes | None:
+        kind = kinds[i]
+        return bytes([byte_of_token(pieces[i])]) if kind == BYTE else None if kind == UNKNOWN else pieces[i].encode("utf-8")
+
     norm, origin = normalizer.normalize_with_offsets(text)
     if norm != normalizer.normalize(text):
         raise EncodeError("encode_with_offsets cannot align this text with its normalized form; encode() gives its ids")

@@ -29,7 +29,7 @@ from ..byte_level import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_token, token_to_by
 from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import EncodeError, FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
-from ..pipeline import AddedToken, Pipeline
+from ..pipeline import AddedToken, Pipeline, sentencepiece_spans, utf8_origins
 from ..pre_tokenizers import to_byte_level
 from ..tokenizer import Tokenizer
 from . import llama_cpp_pre
@@ -318,8 +318,8 @@ class LlamaSPM(_LlamaModel):
         the character of ``text`` it comes from, as SentencePiece's ``norm_to_orig`` for the same
         normalization (identity, dummy prefix, spaces kept): the added space maps to the first
         character, every other character to itself."""
-        origin = [0] * self.add_space_prefix + list(range(len(text)))
-        return _per_byte(self.normalize(text), origin, len(text))
+        normalized = self.normalize(text)
+        return normalized, utf8_origins(normalized, [0] * self.add_space_prefix + list(range(len(text))), len(text))
 
     offsets_supported = True
 
@@ -327,32 +327,7 @@ class LlamaSPM(_LlamaModel):
         """Spans as SentencePiece's ``begin``/``end`` would give them for the same model (see
         `sentencepiece_spans`): the added space spans nothing of its own, each other ``▁`` its
         space, byte tokens their character (the last byte's token all of it, the others none)."""
-        return _sentencepiece_spans(self, text, lambda norm: self._core.encode_words([norm]))
-
-
-def _per_byte(normalized: str, origin: list[int], end: int) -> tuple[str, list[int]]:
-    """``normalized`` and the origin of each of its UTF-8 bytes (its character's), then ``end``."""
-    if normalized.isascii():
-        return normalized, [*origin, end]
-    import numpy as np
-
-    starts = (np.frombuffer(normalized.encode("utf-8"), dtype=np.uint8) & 0xC0) != 0x80
-    return normalized, [*np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1].tolist(), end]
-
-
-def _sentencepiece_spans(model, text: str, encode) -> list[tuple[int, int, int]]:
-    """`sentencepiece_spans` of a GGUF model that normalizes as SentencePiece does (``model``
-    has ``normalize`` and ``normalize_with_offsets``): a byte token is its byte, an unknown token
-    has no known bytes, any other token its string."""
-    from ..pipeline import sentencepiece_spans
-
-    vocab = model.vocab
-
-    def surface(i: int) -> bytes | None:
-        kind, token = vocab.types[i], vocab.tokens[i]
-        return bytes([int(token[3:5], 16)]) if kind == BYTE else None if kind == UNKNOWN else token.encode("utf-8")
-
-    return sentencepiece_spans(text, model, encode, surface)
+        return sentencepiece_spans(text, self, lambda norm: self._core.encode_words([norm]), self.vocab.tokens, self.vocab.types)
 
 
 # After a newline between two characters that are not whitespace (Python's \s holds all of
@@ -694,7 +669,7 @@ class LlamaUGM(_LlamaModel):
         self._core = models.Unigram(lattice, unk_id=unk_id, fuse_unk=True, exclude=exclude)
 
     def encode_fragment(self, text: str, out: list[int]) -> None:
-        chars = self._normalize(text)
+        chars = self.normalize(text)
         if chars:
             out.extend(self._core.encode_words([chars]))
 
@@ -703,20 +678,27 @@ class LlamaUGM(_LlamaModel):
     def fragment_spans(self, text: str) -> list[tuple[int, int, int]]:
         """Spans as SentencePiece's ``begin``/``end`` give them (see `sentencepiece_spans`), over
         llama.cpp's own normalization (`normalize_with_offsets`)."""
-        return _sentencepiece_spans(self, text, lambda norm: self._core.encode_words([norm]))
+        return sentencepiece_spans(text, self, lambda norm: self._core.encode_words([norm]), self.vocab.tokens, self.vocab.types)
 
     def normalize(self, text: str) -> str:
-        return self._normalize(text)
+        """The text as llama.cpp's UGM tokenizer normalizes it: the character map, then spaces."""
+        return self._normalize(text, None)[0]
 
     def normalize_with_offsets(self, text: str) -> tuple[str, list[int]]:
-        """`_normalize`'s text, and for each of its UTF-8 bytes, then for its end, the index of
+        """`normalize`'s text, and for each of its UTF-8 bytes, then for its end, the index of
         the character of ``text`` it comes from, as SentencePiece's ``norm_to_orig``: a rule's
         replacement maps to where its source starts, a space to itself; the "▁" put in front
         of a word to the first space before it where a run of spaces became that one "▁"
         (``remove_extra_whitespaces``), else to the word's first character; the end to the end
         of the text, or to the first of the spaces dropped at its end."""
-        out: list[str] = []
         origin: list[int] = []
+        normalized, end = self._normalize(text, origin)
+        return normalized, utf8_origins(normalized, origin, end)
+
+    def _normalize(self, text: str, origin: list[int] | None) -> tuple[str, int]:
+        """`normalize`'s text, and where its end maps to; the origin of each of its characters
+        appended to ``origin`` if given (see `normalize_with_offsets`)."""
+        out: list[str] = []
         started = prepended = False
         run_start = None  # where the current run of spaces started (after a word)
         for piece, kind, at in self.charsmap.pieces_from(text, self.user_defined):
@@ -726,7 +708,8 @@ class LlamaUGM(_LlamaModel):
                     started = False
                     if not self.remove_extra_whitespaces:
                         out.append(SPACE)
-                        origin.append(source)
+                        if origin is not None:
+                            origin.append(source)
                     elif run_start is None and out:
                         run_start = source
                     continue
@@ -734,30 +717,14 @@ class LlamaUGM(_LlamaModel):
                     started = True
                     if (self.add_space_prefix and not prepended) or self.remove_extra_whitespaces:
                         out.append(SPACE)
-                        origin.append(run_start if run_start is not None and self.remove_extra_whitespaces else source)
+                        if origin is not None:
+                            origin.append(run_start if run_start is not None and self.remove_extra_whitespaces else source)
                         prepended = True
                 run_start = None
                 out.append(c)
-                origin.append(source)
-        return _per_byte("".join(out), origin, run_start if run_start is not None else len(text))
-
-    def _normalize(self, text: str) -> str:
-        """The text as llama.cpp's UGM tokenizer normalizes it: the character map, then spaces."""
-        normalized = "".join(p for p, _ in self.charsmap.pieces(text, self.user_defined))
-        chars, started, prepended = [], False, False
-        for c in normalized:
-            if c != " ":
-                if not started:
-                    started = True
-                    if (self.add_space_prefix and not prepended) or self.remove_extra_whitespaces:
-                        chars.append(SPACE)
-                        prepended = True
-                chars.append(c)
-            else:
-                started = False
-                if not self.remove_extra_whitespaces:
-                    chars.append(SPACE)
-        return "".join(chars)
+                if origin is not None:
+                    origin.append(source)
+        return "".join(out), run_start if run_start is not None else len(text)
 
 
 # ---------------------------------------------------------------------------- decoding

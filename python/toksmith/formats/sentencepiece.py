@@ -36,7 +36,7 @@ from .. import _core, models
 from ..charsmap import KEPT, PrecompiledCharsmap
 from ..errors import FormatError
 from ..models import SPACE  # ▁, SentencePiece's visible space
-from ..pipeline import AddedToken, Pipeline, carry_out
+from ..pipeline import AddedToken, Pipeline, carry_out, utf8_origins
 from ..tokenizer import Tokenizer
 
 
@@ -205,12 +205,7 @@ class SentencePieceNormalizer:
             if len(stripped) < len(normalized):
                 end = int(flat[len(stripped)])
                 normalized, flat = stripped, flat[:len(stripped)]
-        # Per byte: each character's origin for each of its bytes.
-        data = normalized.encode("utf-8")
-        if len(data) != len(normalized):
-            starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
-            flat = flat[np.cumsum(starts) - 1]
-        return normalized, [*flat.tolist(), end]
+        return normalized, utf8_origins(normalized, flat.tolist(), end)
 
 
 
