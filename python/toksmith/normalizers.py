@@ -240,6 +240,29 @@ class Normalizer:
         return f"{type(self).__name__}({self.to_hf()})"
 
 
+#: The origin of a character that `tokenizers` inserts before every other one: it aligns it to
+#: the empty span at the start, (0, 0), not to a character.
+NO_ORIGIN = -1
+
+
+def transform_origins(n: int, changes: Seq[int], consumed: int = 0) -> list[int]:
+    """Where each new character comes from (an index of the ``n`` old ones, or `NO_ORIGIN`), as
+    `tokenizers` aligns the result of ``NormalizedString::transform``: ``changes`` has one entry
+    per new character; 0 replaces the next old character, -k also removes the k after it, +1
+    inserts (aligned to the old character before). ``consumed`` old characters are removed first.
+    """
+    origins, at = [], consumed
+    for change in changes:
+        if change > 0:
+            origins.append(at - 1 if at >= 1 else NO_ORIGIN)
+            continue
+        if at >= n:
+            raise ValueError("the changes consume more characters than the text has")
+        origins.append(at)
+        at += 1 - change
+    return origins
+
+
 class UnicodeForm(Normalizer):
     """One of the Unicode normalization forms NFC, NFD, NFKC, NFKD."""
 
@@ -260,6 +283,13 @@ class Lowercase(Normalizer):
 
     def normalize(self, text: str) -> str:
         return lowercase(text)
+
+    def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
+        """A character that lowercases to several comes from the one it lowercases."""
+        origins: list[int] = []
+        for i, c in enumerate(text):
+            origins.extend([i] * len(lowercase(c)))
+        return lowercase(text), origins
 
     def to_hf(self) -> dict:
         return {"type": "Lowercase"}
@@ -398,12 +428,20 @@ class Replace(Normalizer):
         keeps = not (spans[0][0] == 0 and spans[0][1] > 0 and not self.content)
         return "".join(parts), keeps
 
-    def normalize_aligned(self, text: str) -> tuple[str, range]:
-        """A replacement of one character by one: the normalized text, and each of its
-        characters' origin (its own index)."""
-        if self.is_regex or len(self.pattern) != 1 or len(self.content) != 1:
-            raise NotImplementedError("alignment of a replacement other than one character by one")
-        return text.replace(self.pattern, self.content), range(len(text))
+    def normalize_aligned(self, text: str) -> tuple[str, Seq[int]]:
+        """The normalized text and each of its characters' origin. As `tokenizers` aligns a
+        replacement, every character of ``content`` comes from the last character of the match
+        (of an empty match: the character before it)."""
+        if not self.is_regex and len(self.pattern) == 1 and len(self.content) == 1:
+            return text.replace(self.pattern, self.content), range(len(text))
+        origins: list[int] = []
+        pos = 0
+        for s, e in self._spans(text):
+            origins.extend(range(pos, s))
+            origins.extend([e - 1 if e >= 1 else NO_ORIGIN] * len(self.content))
+            pos = e
+        origins.extend(range(pos, len(text)))
+        return self.normalize(text), origins
 
     def normalize(self, text: str) -> str:
         if self._regex is not None and not self.is_regex:  # fast path for literal strings
@@ -449,6 +487,12 @@ class Strip(Normalizer):
 
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:
         return self.normalize(text), not (self.left and WHITESPACE.match(text))
+
+    def normalize_aligned(self, text: str) -> tuple[str, range]:
+        """The characters kept come from themselves."""
+        stripped = self.normalize(text)
+        lead = len(text) - len(_LEADING_SPACE.sub("", text)) if self.left else 0
+        return stripped, range(lead, lead + len(stripped))
 
     def to_hf(self) -> dict:
         return {"type": "Strip", "strip_left": self.left, "strip_right": self.right}
@@ -508,6 +552,41 @@ class Precompiled(Normalizer):
                 out.append(c if replacement is None else replacement)
         return "".join(out)
 
+    def normalize_aligned(self, text: str) -> tuple[str, Seq[int]]:
+        """The normalized text and each character's origin, as `tokenizers` aligns its Precompiled
+        normalizer: a replacement's first characters replace the old ones one by one, extra
+        new ones are inserted after them, and the last new one removes the old ones left over
+        (an empty replacement: the character before it removes them; at the start of the text,
+        nothing does, and `tokenizers` then aligns what follows one character early)."""
+        if self._starts is None or not self._starts.search(text):
+            return text, range(len(text))
+        chars: list[str] = []
+        changes: list[int] = []
+
+        def replace(old: str, new: str) -> None:
+            chars.extend(new)
+            changes.extend([0] * len(new))
+            diff = len(new) - len(old)
+            if diff > 0:
+                changes[len(changes) - diff:] = [1] * diff
+            elif diff < 0 and changes:
+                changes[-1] += diff
+
+        for grapheme in _GRAPHEME.findall(text):
+            if len(grapheme.encode("utf-8")) < 6:
+                replacement = self._transform(grapheme)
+                if replacement is not None:
+                    replace(grapheme, replacement)
+                    continue
+            for c in grapheme:
+                replacement = self._table.get(c)
+                if replacement is None:
+                    chars.append(c)
+                    changes.append(0)
+                else:
+                    replace(c, replacement)
+        return "".join(chars), transform_origins(len(text), changes)
+
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:
         first = _GRAPHEME.match(text)
         return self.normalize(text), first is None or self.normalize(first.group()) != ""
@@ -537,7 +616,7 @@ class Sequence(Normalizer):
         origin: Seq[int] = range(len(text))
         for n in self.normalizers:
             text, step = n.normalize_aligned(text)
-            origin = [origin[k] for k in step]
+            origin = [NO_ORIGIN if k == NO_ORIGIN else origin[k] for k in step]
         return text, list(origin)
 
     def normalize_with_origin(self, text: str) -> tuple[str, bool]:

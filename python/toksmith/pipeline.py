@@ -35,6 +35,7 @@ from . import _core
 from ._pickling import RustBacked
 from .decoders import byte_of_token
 from .errors import EncodeError
+from .normalizers import NO_ORIGIN
 from .pre_tokenizers import RUST_REGEX_WORD as _WORD_CHAR  # Hugging Face's single_word check
 from .pre_tokenizers import WHITESPACE as _SPACE_CHAR  # lstrip and rstrip
 
@@ -322,11 +323,14 @@ class Pipeline(RustBacked):
         characters (no subword prefix or suffix) behind no normalizer, or replacements of one
         character by one and prepends (Gemma 3's " " by "▁"; Llama 2's and Mistral's prepended
         " " then " " by "▁"), and no pre-tokenizer or a split on a literal that keeps every
-        character."""
+        character; and Unigram behind the normalizers and pre-tokenizers of Hugging Face's
+        Unigram files (T5, XLM-R: Precompiled, replacements, strips, lowercasing; splits,
+        whitespace splits, Metaspace)."""
         from . import normalizers as norm
         from . import pre_tokenizers as pre
+        from .formats.hf import HFUnigram
         from .formats.sentencepiece import SentencePieceBPE, SentencePieceNormalizer, SentencePieceUnigram
-        from .models import BPE, WordPiece
+        from .models import BPE, Unigram, WordPiece
 
         n, p, model = self.normalizer, self.pre_tokenizer, self.model
         if getattr(model, "offsets_supported", False) is True:  # llama.cpp's vocabularies that say so
@@ -336,11 +340,22 @@ class Pipeline(RustBacked):
         if type(model) is WordPiece:
             return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
 
-        def aligned(n) -> bool:  # a normalizer whose alignment toksmith tracks as tokenizers does
+        def aligned(n, everything: bool = False) -> bool:  # a normalizer whose alignment toksmith tracks as tokenizers does
             if type(n) is norm.Sequence:
-                return all(map(aligned, n.normalizers))
+                return all(aligned(m, everything) for m in n.normalizers)
+            if everything and type(n) in (norm.Precompiled, norm.Replace, norm.Strip, norm.Lowercase):
+                return True
             return type(n) is norm.Prepend or (type(n) is norm.Replace and not n.is_regex and len(n.pattern) == len(n.content) == 1)
 
+        def splits_aligned(p) -> bool:  # a pre-tokenizer with `split_aligned`
+            if type(p) is pre.Sequence:
+                return all(map(splits_aligned, p.pre_tokenizers))
+            return isinstance(p, (pre.Split, pre.Metaspace, pre.CharClassSplit))
+
+        if type(model) in (Unigram, HFUnigram):
+            # Hugging Face's Unigram pipelines (T5, XLM-R, ALBERT): SentencePiece's rules as a
+            # Precompiled normalizer, replacements, Metaspace.
+            return (n is None or aligned(n, everything=True)) and (p is None or splits_aligned(p))
         return (isinstance(model, BPE) and self.fast is None and not model.options["continuing_subword_prefix"]
                 and not model.options["end_of_word_suffix"] and (n is None or aligned(n))
                 and (p is None or type(p) is pre.Split and not p.is_regex and not p.invert and p.behavior != "removed"))
@@ -358,8 +373,11 @@ class Pipeline(RustBacked):
             raise EncodeError("encode_with_offsets: this pipeline's tokens cannot be traced back to the text "
                               "(see Pipeline.offsets_supported)")
         allowed_special = frozenset(allowed_special)
+        from .models import Unigram
+
         raw, normalized = self._matcher(False, allowed_special), self._matcher(True, allowed_special)
-        pieces = self._word_pieces if type(self.model) is WordPiece else self._bpe_pieces
+        pieces = self._word_pieces if type(self.model) is WordPiece else self._unigram_pieces if isinstance(
+            self.model, Unigram) else self._bpe_pieces
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         for start, end, token in raw.split(text):
@@ -382,24 +400,32 @@ class Pipeline(RustBacked):
             if self.normalizer is None:
                 norm, origin = piece, range(len(piece))
             else:
-                norm, origin = self.normalizer.normalize_aligned(piece)
+                try:
+                    norm, origin = self.normalizer.normalize_aligned(piece)
+                except ValueError:
+                    norm, origin = None, ()
                 if norm != self.normalizer.normalize(piece):
                     raise EncodeError("encode_with_offsets cannot align this text with its normalized form; "
                                       "encode() gives its ids")
+            # A character that `tokenizers` inserts before all others (NO_ORIGIN) spans (0, 0).
+            begin = [start + (o if o != NO_ORIGIN else 0) for o in origin]
+            end = [start + (o + 1 if o != NO_ORIGIN else 0) for o in origin]
             for s, e, ntoken in normalized.split(norm):
                 if ntoken is not None:
                     ids.append(ntoken.id)
-                    spans.append((start + origin[s], start + origin[e - 1] + 1) if e > s else (start + origin[s],) * 2)
+                    spans.append((begin[s], end[e - 1]) if e > s else (begin[s],) * 2)
                     continue
                 if e == s:
                     continue
-                # Whether the piece starts the text, for a pre-tokenizer that asks (none of those
-                # `offsets_supported` takes does; `_pieces` also asks the normalizer).
-                for i, a, b in pieces(norm, s, e, start == 0 and s == 0):
+                # Whether the piece starts the text, for a pre-tokenizer that asks (Metaspace's
+                # prepend_scheme "first"): as `tokenizers` tells, its first character comes from
+                # the text's first (not so after a strip).
+                first = start == 0 and s == 0 and begin[0] == 0
+                for i, a, b in pieces(norm, s, e, first):
                     ids.append(i)
                     # From where its first character comes from to where its last does (as
                     # `tokenizers` expands alignments).
-                    spans.append((start + origin[a], start + origin[b - 1] + 1))
+                    spans.append((begin[a], end[b - 1]))
         return ids, spans
 
     def _sentencepiece_pieces(self, text: str) -> list[tuple[int, int, int]]:
@@ -425,6 +451,53 @@ class Pipeline(RustBacked):
                     raise EncodeError(f"encode_with_offsets: the pieces of {m.group()!r} do not cover it; please report this input")
                 yield i, at, at + n
                 at += n
+
+    def _unigram_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+        """(id, start, end) in ``norm`` of the Unigram tokens of ``norm[s:e]``, word by word: the
+        first and last characters of ``norm`` that a token's first and last come from. As in
+        `tokenizers`, an unknown token spans the run of unknown characters fused into it, and
+        the byte tokens (byte fallback) of such a run each span all of it."""
+        model = self.model
+        words = [(norm[s:e], list(range(s, e)), first)]
+        if self.pre_tokenizer is not None:
+            words = self.pre_tokenizer.split_aligned(words)
+        for (word, origins, _), ids in zip(words, model.encode_words_batch([[w] for w, _, _ in words], 1)):
+            tokens = [model.pieces[i][0] for i in ids]
+            at, k = 0, 0
+            while k < len(ids):
+                i, token = ids[k], tokens[k]
+                if word.startswith(token, at) and token:
+                    end, n = at + len(token), 1
+                elif model.byte_fallback and byte_of_token(token) is not None:
+                    # A run of byte tokens: the bytes of the characters they stand for.
+                    n = 1
+                    while k + n < len(ids) and byte_of_token(tokens[k + n]) is not None and not word.startswith(tokens[k + n], at):
+                        n += 1
+                    end, size = at, 0
+                    while end < len(word) and size < n:
+                        size += len(word[end].encode("utf-8"))
+                        end += 1
+                    if size != n:
+                        raise EncodeError(f"encode_with_offsets: the byte tokens of {word!r} do not follow it; please report this input")
+                elif i == model.unk_id:
+                    # Unknown characters, up to where the next token's text starts.
+                    end, n = at + 1, 1
+                    if k + 1 < len(ids):
+                        while end < len(word) and not word.startswith(tokens[k + 1], end):
+                            end += 1
+                    else:
+                        end = len(word)
+                else:
+                    raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not follow its text; "
+                                      "encode() gives its ids")
+                if end > len(word) or end <= at:
+                    raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it; please report this input")
+                for j in range(k, k + n):
+                    yield ids[j], origins[at], origins[end - 1] + 1
+                at, k = end, k + n
+            if at != len(word):
+                raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it (a dropped character); "
+                                  "encode() gives its ids")
 
     def _bpe_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the BPE tokens of ``norm[s:e]``: each token's string

@@ -445,11 +445,27 @@ def _split_each(pieces: Pieces, spans_of: Callable[[str], list[tuple[int, int]]]
 # The pre-tokenizers
 
 
+#: Words with, for each of their characters, the index of the character of the pre-tokenized
+#: text it comes from; and whether the word starts that text.
+AlignedPieces = list[tuple[str, list[int], bool]]
+
+
+def _cut_aligned(pieces: AlignedPieces, spans_of: Callable[[str], list[tuple[int, int]]]) -> AlignedPieces:
+    """`_split_each` keeping each character's origin."""
+    return [(text[s:e], origins[s:e], at_origin and s == 0)
+            for text, origins, at_origin in pieces for s, e in spans_of(text) if e > s]
+
+
 class PreTokenizer:
-    """Base class: ``pre_tokenize`` for the pipeline, ``split`` for sequences."""
+    """Base class: ``pre_tokenize`` for the pipeline, ``split`` for sequences, and
+    ``split_aligned`` (where a pre-tokenizer has it) for offsets."""
 
     def split(self, pieces: Pieces) -> Pieces:
         raise NotImplementedError
+
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        """``split`` that also says where each character of each word comes from."""
+        raise NotImplementedError(f"{type(self).__name__} does not trace its words back to the text")
 
     def pre_tokenize(self, text: str, *, is_first: bool = True) -> list[str]:
         return [w for w, _ in self.split([(text, is_first)])]
@@ -528,6 +544,9 @@ class Split(PreTokenizer):
             return [(text, at_origin) for text, at_origin in pieces if text]
         return _split_each(pieces, lambda t: apply_behavior(self.matches(t), self.behavior))
 
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        return _cut_aligned(pieces, lambda t: apply_behavior(self.matches(t), self.behavior))
+
     def to_hf(self) -> dict:
         return {"type": "Split", "pattern": {"Regex" if self.is_regex else "String": self.pattern},
                 "behavior": _behavior_name(self.behavior), "invert": self.invert}
@@ -563,6 +582,22 @@ class Metaspace(PreTokenizer):
                 out.append((text, at_origin))
         return out
 
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        # Spaces become the replacement one for one; a prepended one comes from the word's first
+        # character (as `tokenizers` aligns a prepend).
+        out: AlignedPieces = []
+        r = self.replacement
+        for text, origins, at_origin in pieces:
+            text = text.replace(" ", r)
+            if text and not text.startswith(r) and (self.prepend_scheme == "always" or self.prepend_scheme == "first" and at_origin):
+                text, origins = r + text, [origins[0], *origins]
+            if self.split_words:
+                spans = apply_behavior(char_matches(self._delimiter, text), "merged_with_next")
+                out.extend((text[s:e], origins[s:e], at_origin and s == 0) for s, e in spans if e > s)
+            elif text:
+                out.append((text, origins, at_origin))
+        return out
+
     def to_hf(self) -> dict:
         return {"type": "Metaspace", "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
                 "split": self.split_words}
@@ -576,6 +611,9 @@ class CharClassSplit(PreTokenizer):
 
     def split(self, pieces: Pieces) -> Pieces:
         return _split_each(pieces, lambda t: apply_behavior(char_matches(self.delimiters, t), self.behavior))
+
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        return _cut_aligned(pieces, lambda t: apply_behavior(char_matches(self.delimiters, t), self.behavior))
 
 
 class WhitespaceSplit(CharClassSplit):
@@ -594,6 +632,13 @@ class WhitespaceSplit(CharClassSplit):
             if pos < len(text):
                 out.append((text[pos:], at_origin and pos == 0))
         return out
+
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        def spans(t: str) -> list[tuple[int, int]]:
+            cuts = [0, *(i for m in _WHITESPACE_RUNS.finditer(t) for i in m.span()), len(t)]
+            return list(zip(cuts[::2], cuts[1::2]))
+
+        return _cut_aligned(pieces, spans)
 
     def to_hf(self) -> dict:
         return {"type": "WhitespaceSplit"}
@@ -715,6 +760,11 @@ class Sequence(PreTokenizer):
     def split(self, pieces: Pieces) -> Pieces:
         for p in self.pre_tokenizers:
             pieces = p.split(pieces)
+        return pieces
+
+    def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
+        for p in self.pre_tokenizers:
+            pieces = p.split_aligned(pieces)
         return pieces
 
     def to_hf(self) -> dict:

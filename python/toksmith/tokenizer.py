@@ -515,7 +515,11 @@ class Tokenizer(TiktokenMethods):
         SentencePiece vocabularies (GGUF ``llama``: Llama 2, Mistral, Phi-3...) the same, as
         sentencepiece gives them for that vocabulary (a space added in front of each fragment
         spans nothing of its own), and its t5 ones (Unigram) over llama.cpp's own normalization;
-        its BERT vocabularies (GGUF ``bert``) as `tokenizers` gives BERT's. The template's
+        its BERT vocabularies (GGUF ``bert``) as `tokenizers` gives BERT's. Hugging Face's
+        Unigram files (T5, XLM-R: SentencePiece's rules as a Precompiled normalizer, regex
+        replacements, Metaspace): as `tokenizers` aligns them (a squeezed run of spaces comes from
+        its last space; "ﬁ" gives "fi", both from it; an unknown token spans the run of
+        unknown characters fused into it). The template's
         tokens (``[CLS]``, ``<bos>``) are not in the text and are left out.
         """
         pipeline = self._pipeline
@@ -538,8 +542,8 @@ class Tokenizer(TiktokenMethods):
         if pipeline is not None and pipeline.normalizer is not None and pipeline.normalizer.normalize(text) != text:
             raise EncodeError("encode_with_offsets is available for byte-level BPE tokenizers (trained by toksmith, "
                               "tiktoken, or a byte-level tokenizer.json such as GPT-2, Llama 3 or Qwen), SentencePiece "
-                              "models, every kind of GGUF vocabulary, BERT's WordPiece pipelines "
-                              "and Gemma 3's; this tokenizer's pipeline rewrites "
+                              "models, every kind of GGUF vocabulary, BERT's WordPiece pipelines, "
+                              "Unigram tokenizer.json files (T5, XLM-R) and Gemma 3's; this tokenizer's pipeline rewrites "
                               "the text before the model, so its tokens are not spans of it")
         # Template tokens (BOS, [CLS]...) are not in the text: offsets are for the text's own tokens.
         ids = self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
