@@ -44,15 +44,20 @@ def build(model_path, tmp_path, variant: str, byte_fallback: bool = False) -> st
     if variant == "t5":  # T5: whitespace split, then Metaspace
         tok.normalizer = N.Sequence([N.Precompiled(charsmap), squeeze])
         tok.pre_tokenizer = P.Sequence([P.WhitespaceSplit(), P.Metaspace(replacement="▁", prepend_scheme="always")])
+    elif variant == "t5-first":  # T5 as transformers writes it with legacy=False: "▁" before the first word only
+        tok.normalizer = N.Sequence([N.Precompiled(charsmap), squeeze])
+        tok.pre_tokenizer = P.Sequence([P.WhitespaceSplit(), P.Metaspace(replacement="▁", prepend_scheme="first")])
     elif variant == "xlmr":  # XLM-R: Metaspace alone
         tok.normalizer = N.Sequence([N.Precompiled(charsmap), squeeze])
         tok.pre_tokenizer = P.Metaspace(replacement="▁", prepend_scheme="always")
+    elif variant == "raw":  # the model alone
+        pass
     else:  # strips, lowercasing, a literal replacement; digits split off, "▁" prepended to the first word only
         tok.normalizer = N.Sequence([N.Strip(), N.Lowercase(), N.Precompiled(charsmap), N.Replace("``", '"')])
         tok.pre_tokenizer = P.Sequence([P.Split(Regex(r"\d"), "isolated"),
                                         P.Metaspace(replacement="▁", prepend_scheme="first", split=False)])
-    # As in the published files, the control pieces are special added tokens.
-    tok.add_special_tokens([p for p, _ in vocab if p in ("<unk>", "<s>", "</s>", "<pad>")])
+    if variant != "raw":  # as in the published files, the control pieces are special added tokens
+        tok.add_special_tokens([p for p, _ in vocab if p in ("<unk>", "<s>", "</s>", "<pad>")])
     path = tmp_path / f"{variant}.json"
     tok.save(str(path))
     return str(path)
@@ -76,7 +81,8 @@ def texts() -> list[str]:
             + random_texts(200, 3) + odd_texts(600, 4))
 
 
-@pytest.mark.parametrize("variant,byte_fallback", [("t5", False), ("t5", True), ("xlmr", False), ("strip-lower", False)])
+@pytest.mark.parametrize("variant,byte_fallback", [("t5", False), ("t5", True), ("t5-first", False), ("xlmr", False),
+                                                    ("strip-lower", False)])
 def test_unigram_pipeline_offsets_match_tokenizers(texts, tmp_path, variant, byte_fallback):
     from tokenizers import Tokenizer
 
@@ -104,3 +110,36 @@ def test_exported_unigram_offsets_match_tokenizers(texts, tmp_path):
     # A squeezed run of spaces comes from its last space; "ﬁ" gives "fi", both from it; "①" gives "1".
     ids, _, spans = ours.encode_with_offsets("Hello  wörld ①  ﬁne")
     assert spans[-3:] == [(12, 13), (13, 14), (15, 19)]
+
+
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_unknown_token_string_fuses_with_unknown_characters(tmp_path, byte_fallback):
+    """A model whose "<unk>" is not an added token: `tokenizers` matches the string "<unk>" as
+    that piece and fuses it with the unknown characters next to it (one unknown id; with byte
+    fallback, the bytes of the whole run, "<unk>" included, unless it stands alone)."""
+    from tokenizers import Tokenizer
+
+    path = build(data_path("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"), tmp_path, "raw", byte_fallback)
+    ours, ref = toksmith.load(path), Tokenizer.from_file(path)
+    texts = ["☃<unk>", "<unk><unk>", "<unk>", "a☃☃b", "<unk>unk", "<unk>☃", "x<unk>", "<0x41>☃", "☃ <unk> ☃"]
+    for text in texts:
+        assert ours.encode(text, disallowed_special=()) == ref.encode(text).ids, text
+    compare(ours, ref, texts + odd_texts(300, 5), "all")
+    fused = ours.encode("☃<unk>", disallowed_special=())
+    assert len(fused) == (8 if byte_fallback else 1)
+
+
+@pytest.mark.parametrize("variant", ["t5-first", "strip-lower"])
+def test_first_word_is_told_by_where_its_characters_come_from(tmp_path, variant):
+    """Metaspace's prepend_scheme "first" puts "▁" before every word whose first character
+    comes from the text's first: "¨" is " ̈" after NFKC, and its second word still starts the
+    text; after a strip, or "``" -> '"' (from its last character), none does. `encode` and
+    `encode_with_offsets` agree with `tokenizers` on both."""
+    from tokenizers import Tokenizer
+
+    path = build(data_path("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"), tmp_path, variant)
+    ours, ref = toksmith.load(path), Tokenizer.from_file(path)
+    texts = ["¨", "´x", "¼", "``", "``c", " ¨x", "\t1", "x ¨", "①b"]
+    for text in texts:
+        assert ours.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False).ids, text
+    compare(ours, ref, texts, "all")

@@ -6,8 +6,9 @@ One string's path through :meth:`Pipeline.encode`, as in Hugging Face ``tokenize
    the caller allowed them; see :class:`AddedToken` for ``lstrip``/``rstrip``/``single_word``);
 2. each remaining piece is normalized (``normalizer.normalize(str) -> str``), and the added
    tokens with ``normalized=True`` are cut out of the normalized text;
-3. each piece is split into words (``pre_tokenizer.pre_tokenize(str, is_first=bool) -> list[str]``;
-   ``is_first``: the piece starts at offset 0 of the original text);
+3. each piece is split into words (``pre_tokenizer.pre_tokenize(str, is_first=int) -> list[str]``;
+   ``is_first``: how many of the piece's first characters come from offset 0 of the original
+   text, 0 for a piece that does not start it);
 4. the model turns the words into ids (``model.encode_words(list[str]) -> list[int]``);
 5. the post-processor adds template tokens such as ``[CLS]``/``<s>``
    (``post_processor.process(ids, pair=None) -> list[int]``), if ``add_special_tokens``.
@@ -19,12 +20,14 @@ Each stage is any object with that method; the stage modules (``normalizers``,
 SentencePiece loaders their own. A normalizer may also offer
 ``normalize_with_origin(str) -> (str, bool)``, the bool saying whether the first character of the
 result still comes from the first character of the input (False when it was dropped); that
-decides ``is_first`` exactly. Byte-level BPE tokenizers trained by toksmith or read from tiktoken
+decides ``is_first``, or where a Metaspace asks for the first word behind a normalizer that can
+expand the first character, ``normalize_aligned`` (see `Pipeline._from_first`). Byte-level BPE tokenizers trained by toksmith or read from tiktoken
 do not go through here: their whole pipeline runs in Rust (``toksmith.tokenizer``).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import threading
@@ -417,11 +420,13 @@ class Pipeline(RustBacked):
                     continue
                 if e == s:
                     continue
-                # Whether the piece starts the text, for a pre-tokenizer that asks (Metaspace's
-                # prepend_scheme "first"): as `tokenizers` tells, its first character comes from
-                # the text's first (not so after a strip).
-                first = start == 0 and s == 0 and begin[0] == 0
-                for i, a, b in pieces(norm, s, e, first):
+                # How many of the piece's first characters come from the text's first, for a
+                # pre-tokenizer that asks (Metaspace's prepend_scheme "first"), as `tokenizers`
+                # tells (none after a strip).
+                from_first = 0
+                while from_first < len(begin) and begin[from_first] == 0:
+                    from_first += 1
+                for i, a, b in pieces(norm, s, e, max(0, from_first - s)):
                     ids.append(i)
                     # From where its first character comes from to where its last does (as
                     # `tokenizers` expands alignments).
@@ -434,7 +439,7 @@ class Pipeline(RustBacked):
         model = self.model
         return sentencepiece_spans(text, self.normalizer, lambda norm: model.encode_words([norm]), model.pieces, model.types)
 
-    def _word_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+    def _word_pieces(self, norm: str, s: int, e: int, first: int) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the WordPiece tokens of ``norm[s:e]``, word by word."""
         model = self.model
         unk = model._vocab.get(model.unk_token)
@@ -452,54 +457,23 @@ class Pipeline(RustBacked):
                 yield i, at, at + n
                 at += n
 
-    def _unigram_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+    def _unigram_pieces(self, norm: str, s: int, e: int, first: int) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the Unigram tokens of ``norm[s:e]``, word by word: the
-        first and last characters of ``norm`` that a token's first and last come from. As in
-        `tokenizers`, an unknown token spans the run of unknown characters fused into it, and
-        the byte tokens (byte fallback) of such a run each span all of it."""
+        first and last characters of ``norm`` that a token's first and last come from (see
+        `unigram_token_spans`)."""
         model = self.model
         words = [(norm[s:e], list(range(s, e)), first)]
         if self.pre_tokenizer is not None:
             words = self.pre_tokenizer.split_aligned(words)
         for (word, origins, _), ids in zip(words, model.encode_words_batch([[w] for w, _, _ in words], 1)):
             tokens = [model.pieces[i][0] for i in ids]
-            at, k = 0, 0
-            while k < len(ids):
-                i, token = ids[k], tokens[k]
-                if word.startswith(token, at) and token:
-                    end, n = at + len(token), 1
-                elif model.byte_fallback and byte_of_token(token) is not None:
-                    # A run of byte tokens: the bytes of the characters they stand for.
-                    n = 1
-                    while k + n < len(ids) and byte_of_token(tokens[k + n]) is not None and not word.startswith(tokens[k + n], at):
-                        n += 1
-                    end, size = at, 0
-                    while end < len(word) and size < n:
-                        size += len(word[end].encode("utf-8"))
-                        end += 1
-                    if size != n:
-                        raise EncodeError(f"encode_with_offsets: the byte tokens of {word!r} do not follow it; please report this input")
-                elif i == model.unk_id:
-                    # Unknown characters, up to where the next token's text starts.
-                    end, n = at + 1, 1
-                    if k + 1 < len(ids):
-                        while end < len(word) and not word.startswith(tokens[k + 1], end):
-                            end += 1
-                    else:
-                        end = len(word)
-                else:
-                    raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not follow its text; "
-                                      "encode() gives its ids")
-                if end > len(word) or end <= at:
-                    raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it; please report this input")
-                for j in range(k, k + n):
-                    yield ids[j], origins[at], origins[end - 1] + 1
-                at, k = end, k + n
-            if at != len(word):
-                raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it (a dropped character); "
-                                  "encode() gives its ids")
+            spans = unigram_token_spans(word, tokens, [i == model.unk_id for i in ids], model.byte_fallback)
+            if spans is None:
+                raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it; encode() gives its ids")
+            for i, (a, b) in zip(ids, spans):
+                yield i, origins[a], origins[b - 1] + 1
 
-    def _bpe_pieces(self, norm: str, s: int, e: int, first: bool) -> Iterator[tuple[int, int, int]]:
+    def _bpe_pieces(self, norm: str, s: int, e: int, first: int) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the BPE tokens of ``norm[s:e]``: each token's string
         follows the one before; a byte token (``<0xNN>``) spans the character it is a byte of."""
         piece = norm[s:e]
@@ -654,11 +628,45 @@ class Pipeline(RustBacked):
             if start == end:
                 continue
             piece, keeps_origin = self._normalize(text[start:end])
+            # How many characters at the start of the piece come from the text's first one.
+            from_first = 0 if start != 0 else self._from_first(text[start:end], piece) if self._first_by_origin else int(keeps_origin)
             for s, e, ntoken in normalized.split(piece):
                 if ntoken is not None:
                     yield "", False, ntoken
                 elif e > s:
-                    yield piece[s:e], start == 0 and keeps_origin and s == 0, None
+                    yield piece[s:e], max(0, from_first - s), None
+
+    @functools.cached_property
+    def _first_by_origin(self) -> bool:
+        """Whether the words that start the text must be told by where their characters come from,
+        as `tokenizers` does: a Metaspace with ``prepend_scheme="first"`` behind a normalizer
+        that can expand or drop the first character (T5's Precompiled: "¨" -> " ̈", whose second
+        word then still starts the text) and that says where each character comes from."""
+        from . import pre_tokenizers as pre
+
+        def first_metaspace(p) -> bool:
+            if type(p) is pre.Sequence:
+                return any(map(first_metaspace, p.pre_tokenizers))
+            return type(p) is pre.Metaspace and p.prepend_scheme == "first"
+
+        return self.normalizer is not None and hasattr(self.normalizer, "normalize_aligned") and first_metaspace(self.pre_tokenizer)
+
+    def _from_first(self, raw: str, norm: str) -> int:
+        """How many characters at the start of ``norm`` (the normalized ``raw``, which starts the
+        text) come from the text's first character. Told from a prefix of ``raw`` where its
+        normalization agrees with the whole's well past them (only the start matters), else
+        from the whole."""
+        for part in (raw[:64], raw):
+            try:
+                part_norm, origins = self.normalizer.normalize_aligned(part)
+            except (NotImplementedError, ValueError):
+                return int(self._normalize(raw)[1])
+            count = 0
+            while count < len(origins) and origins[count] in (0, NO_ORIGIN):
+                count += 1
+            if len(part) == len(raw) or (count + 8 < len(part_norm) and norm.startswith(part_norm[:-8])):
+                return count
+        return count
 
     # ------------------------------------------------------------------ vocabulary and decoding
 
@@ -728,6 +736,60 @@ def utf8_origins(normalized: str, origin: Sequence[int], end: int) -> list[int]:
         return [*origin, end]
     starts = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
     return [*np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1].tolist(), end]
+
+
+def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_fallback: bool) -> list[tuple[int, int]] | None:
+    """The span in ``word`` of each of its Unigram tokens (their strings; ``unknown`` marks the
+    unknown id), as `tokenizers` gives them, or None if they cannot cover it. A token spans its
+    string; an unknown token the run of unknown characters fused into it (the unknown token's
+    own string included); a run of byte tokens (byte fallback) the characters of their bytes,
+    each token all of them. Where the text allows several readings (an unknown run followed by
+    a token whose string also occurs inside it, a string like "<0x41>" in the text), the one
+    that covers the whole word is found by a search that tries the shortest unknown run first
+    and remembers the places that failed."""
+    n, size = len(tokens), len(word)
+
+    def options(k: int, at: int) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+        token = tokens[k]
+        if token and word.startswith(token, at):
+            yield k + 1, at + len(token), [(at, at + len(token))]
+        if byte_fallback and byte_of_token(token) is not None:
+            run = k + 1
+            while run < n and byte_of_token(tokens[run]) is not None:
+                run += 1
+            for last in range(run, k, -1):  # the longest run first: a byte token's string in the text is rare
+                end, count = at, 0
+                while end < size and count < last - k:
+                    count += len(word[end].encode("utf-8"))
+                    end += 1
+                if count == last - k and end > at:
+                    yield last, end, [(at, end)] * (last - k)
+        if unknown[k]:
+            for end in range(at + 1, size + 1):
+                yield k + 1, end, [(at, end)]
+
+    failed: set[tuple[int, int]] = set()
+    stack = [(0, 0, options(0, 0))] if n else []
+    chosen: list[list[tuple[int, int]]] = []
+    while stack:
+        k, at, choices = stack[-1]
+        step = next(choices, None)
+        if step is None:
+            failed.add((k, at))
+            stack.pop()
+            if chosen:
+                chosen.pop()
+            continue
+        nk, nat, spans = step
+        if nk == n:
+            if nat == size:
+                return [span for part in chosen for span in part] + spans
+            continue
+        if (nk, nat) in failed:
+            continue
+        chosen.append(spans)
+        stack.append((nk, nat, options(nk, nat)))
+    return [] if n == 0 and size == 0 else None
 
 
 def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]],

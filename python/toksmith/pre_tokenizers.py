@@ -6,8 +6,10 @@ Unicode tables its Rust code uses. The pipeline calls ``pre_tokenize(text, is_fi
 ``prepend_scheme="first"`` depends on it).
 
 Internally a pre-tokenizer maps a list of ``(word, at_origin)`` pairs to a new one
-(:meth:`PreTokenizer.split`); ``at_origin`` is True for the word that starts at offset 0 of the
-original text, so that a :class:`Sequence` passes it on as Hugging Face does.
+(:meth:`PreTokenizer.split`); ``at_origin`` counts the characters at the start of the word that
+come from the first character of the original text (True: one), so that a :class:`Sequence`
+passes it on as Hugging Face does: `tokenizers` asks whether a word's first character comes
+from offset 0, and a character the normalizer expanded ("¨" -> " ̈") gives several.
 
 This module also translates Hugging Face's Oniguruma regexes for the ``regex`` module
 (:func:`compile_onig`), used by the normalizers and decoders too.
@@ -429,7 +431,7 @@ def apply_behavior(matches: Matches, behavior: str) -> list[tuple[int, int]]:
     return [(s, e) for s, e in out]
 
 
-Pieces = list[tuple[str, bool]]  # (word, starts at offset 0 of the original text)
+Pieces = list[tuple[str, int]]  # (word, how many of its first characters come from offset 0 of the original text)
 
 
 def _split_each(pieces: Pieces, spans_of: Callable[[str], list[tuple[int, int]]]) -> Pieces:
@@ -437,7 +439,7 @@ def _split_each(pieces: Pieces, spans_of: Callable[[str], list[tuple[int, int]]]
     for text, at_origin in pieces:
         for s, e in spans_of(text):
             if e > s:
-                out.append((text[s:e], at_origin and s == 0))
+                out.append((text[s:e], max(0, at_origin - s)))
     return out
 
 
@@ -452,7 +454,7 @@ AlignedPieces = list[tuple[str, list[int], bool]]
 
 def _cut_aligned(pieces: AlignedPieces, spans_of: Callable[[str], list[tuple[int, int]]]) -> AlignedPieces:
     """`_split_each` keeping each character's origin."""
-    return [(text[s:e], origins[s:e], at_origin and s == 0)
+    return [(text[s:e], origins[s:e], max(0, at_origin - s))
             for text, origins, at_origin in pieces for s, e in spans_of(text) if e > s]
 
 
@@ -467,7 +469,7 @@ class PreTokenizer:
         """``split`` that also says where each character of each word comes from."""
         raise NotImplementedError(f"{type(self).__name__} does not trace its words back to the text")
 
-    def pre_tokenize(self, text: str, *, is_first: bool = True) -> list[str]:
+    def pre_tokenize(self, text: str, *, is_first: bool | int = True) -> list[str]:
         return [w for w, _ in self.split([(text, is_first)])]
 
     def __repr__(self) -> str:
@@ -574,10 +576,11 @@ class Metaspace(PreTokenizer):
         for text, at_origin in pieces:
             text = text.replace(" ", r)
             if not text.startswith(r) and (self.prepend_scheme == "always" or self.prepend_scheme == "first" and at_origin):
-                text = r + text
+                # The prepended character comes from the word's first one.
+                text, at_origin = r + text, at_origin + (at_origin > 0)
             if self.split_words:
                 spans = apply_behavior(char_matches(self._delimiter, text), "merged_with_next")
-                out.extend((text[s:e], at_origin and s == 0) for s, e in spans if e > s)
+                out.extend((text[s:e], max(0, at_origin - s)) for s, e in spans if e > s)
             elif text:
                 out.append((text, at_origin))
         return out
@@ -590,10 +593,10 @@ class Metaspace(PreTokenizer):
         for text, origins, at_origin in pieces:
             text = text.replace(" ", r)
             if text and not text.startswith(r) and (self.prepend_scheme == "always" or self.prepend_scheme == "first" and at_origin):
-                text, origins = r + text, [origins[0], *origins]
+                text, origins, at_origin = r + text, [origins[0], *origins], at_origin + (at_origin > 0)
             if self.split_words:
                 spans = apply_behavior(char_matches(self._delimiter, text), "merged_with_next")
-                out.extend((text[s:e], origins[s:e], at_origin and s == 0) for s, e in spans if e > s)
+                out.extend((text[s:e], origins[s:e], max(0, at_origin - s)) for s, e in spans if e > s)
             elif text:
                 out.append((text, origins, at_origin))
         return out
@@ -627,10 +630,10 @@ class WhitespaceSplit(CharClassSplit):
             pos = 0
             for m in _WHITESPACE_RUNS.finditer(text):
                 if m.start() > pos:
-                    out.append((text[pos:m.start()], at_origin and pos == 0))
+                    out.append((text[pos:m.start()], max(0, at_origin - pos)))
                 pos = m.end()
             if pos < len(text):
-                out.append((text[pos:], at_origin and pos == 0))
+                out.append((text[pos:], max(0, at_origin - pos)))
         return out
 
     def split_aligned(self, pieces: AlignedPieces) -> AlignedPieces:
@@ -702,8 +705,8 @@ class BertPreTokenizer(PreTokenizer):
             words = self._words.findall(text)
             if words:
                 # Only the first word can start the piece: where it does not start with whitespace.
-                out.append((words[0], at_origin and not WHITESPACE.match(text)))
-                out += [(w, False) for w in words[1:]]
+                out.append((words[0], at_origin if not WHITESPACE.match(text) else 0))
+                out += [(w, 0) for w in words[1:]]
         return out
 
     def to_hf(self) -> dict:

@@ -463,35 +463,17 @@ impl UnigramModel {
             path.push((start, i, id, piece_score));
             i = start;
         }
-        // Scores kept only where the ids are not the pieces (an unknown character).
+        // Scores kept only where the ids may not be the pieces (an unknown character, or the
+        // unknown token's own piece, fused with its neighbours).
         let scores_from = cache.scores.len();
-        if path.iter().any(|p| p.2.is_none()) {
+        if path.iter().any(|p| self.gives_unk(p.2)) {
             cache.scores.extend(path.iter().rev().map(|p| p.3));
         }
         // Its ids, as `emit` gives them.
         let ids_from = cache.ids.len();
-        let mut usable = true;
         let mut unk_last = false;
-        for &(start, end, id, _) in path.iter().rev() {
-            match (id, &self.byte_ids, self.unk) {
-                (Some(id), ..) => {
-                    cache.ids.push(id);
-                    unk_last = false;
-                }
-                (None, Some(bytes), _) => {
-                    cache.ids.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
-                    unk_last = false;
-                }
-                (None, None, Some(unk)) => {
-                    if !(self.fuse_unk && unk_last) {
-                        cache.ids.push(unk);
-                    }
-                    unk_last = true;
-                }
-                (None, None, None) => usable = false,
-            }
-        }
-        let unk_first = self.byte_ids.is_none() && path.last().is_some_and(|p| p.2.is_none());
+        let usable = self.path_ids(text, path.iter().rev().map(|p| (p.0, p.1, p.2)), &mut cache.ids, &mut unk_last).is_ok();
+        let unk_first = self.byte_ids.is_none() && path.last().is_some_and(|p| self.gives_unk(p.2));
         let ids = (ids_from as u32, (cache.ids.len() - ids_from) as u32);
         let scores = (scores_from as u32, (cache.scores.len() - scores_from) as u32);
         let pieces = path.len() as u32;
@@ -590,28 +572,54 @@ impl UnigramModel {
             path.push((start, i, id));
             i = start;
         }
-        for &(start, end, id) in path.iter().rev() {
-            match id {
-                Some(id) => {
-                    out.push(id);
+        self.path_ids(text, path.into_iter().rev(), out, prev_unk).map_err(|(start, end)| {
+            Error::new(ErrorKind::Encode, format!("{:?} is not covered by any piece and the model has no unknown token", &text[start..end]))
+        })
+    }
+
+    /// Whether a node of a path gives the unknown id: an unknown character (None), or, with
+    /// `fuse_unk`, the unknown token's own piece matched in the text (a Hugging Face Unigram
+    /// model lets it be), which `tokenizers` fuses with the unknown characters next to it.
+    fn gives_unk(&self, id: Option<u32>) -> bool {
+        id.is_none() || (self.fuse_unk && id.is_some() && id == self.unk)
+    }
+
+    /// Appends the ids of a path, its nodes `(start, end, piece)` in text order (`piece` None for
+    /// an unknown character). With `fuse_unk`, a run of nodes that give the unknown id is one
+    /// unknown id, carried across calls by `prev_unk`; with byte fallback, the bytes of the
+    /// run's text, unless the run is the unknown token's piece alone (as `tokenizers` looks the
+    /// fused text up in the vocabulary first). Err: the span of an unknown character when the
+    /// model has neither an unknown token nor byte fallback.
+    fn path_ids(&self, text: &str, nodes: impl Iterator<Item = (usize, usize, Option<u32>)>, out: &mut Vec<u32>, prev_unk: &mut bool) -> std::result::Result<(), (usize, usize)> {
+        let mut nodes = nodes.peekable();
+        while let Some((start, mut end, id)) = nodes.next() {
+            if !self.gives_unk(id) {
+                out.push(id.expect("a node that is not unknown has a piece"));
+                *prev_unk = false;
+                continue;
+            }
+            // The run of nodes giving the unknown id that starts here.
+            let mut alone = true;
+            while self.fuse_unk && nodes.peek().is_some_and(|n| self.gives_unk(n.2)) {
+                end = nodes.next().expect("peeked").1;
+                alone = false;
+            }
+            match (&self.byte_ids, self.unk) {
+                (Some(_), Some(unk)) if alone && id.is_some() => {
+                    out.push(unk);
                     *prev_unk = false;
                 }
-                None => {
-                    if let Some(bytes) = &self.byte_ids {
-                        out.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
-                        *prev_unk = false;
-                    } else if let Some(unk) = self.unk {
-                        if !(self.fuse_unk && *prev_unk) {
-                            out.push(unk);
-                        }
-                        *prev_unk = true;
-                    } else {
-                        return Err(Error::new(
-                            ErrorKind::Encode,
-                            format!("{:?} is not covered by any piece and the model has no unknown token", &text[start..end]),
-                        ));
-                    }
+                (Some(bytes), _) => {
+                    out.extend(text[start..end].bytes().map(|b| bytes[b as usize]));
+                    *prev_unk = false;
                 }
+                (None, Some(unk)) => {
+                    if !(self.fuse_unk && *prev_unk) {
+                        out.push(unk);
+                    }
+                    *prev_unk = true;
+                }
+                (None, None) => return Err((start, end)),
             }
         }
         Ok(())
@@ -679,6 +687,30 @@ mod tests {
     fn unknown_characters() {
         assert_eq!(model(false).encode_words(["xyab"]).unwrap(), vec![0, 3]);
         assert_eq!(model(true).encode_words(["é"]).unwrap(), vec![10 + 0xC3, 10 + 0xA9]);
+    }
+
+    #[test]
+    fn the_unknown_pieces_own_string_fuses_with_unknown_characters() {
+        // A Hugging Face model matches "<unk>" as its piece; `tokenizers` fuses it with the
+        // unknown characters beside it: one unknown id, or with byte fallback the bytes of the
+        // whole run, unless the piece stands alone.
+        for byte_fallback in [false, true] {
+            let mut pieces = vec![("<unk>".to_string(), 0, -10.0), ("a".into(), 1, -1.0)];
+            if byte_fallback {
+                pieces.extend((0..256u32).map(|b| (format!("<0x{b:02X}>"), 10 + b, -20.0)));
+            }
+            let m = UnigramModel::new(pieces, Some(0), byte_fallback, true).unwrap();
+            let bytes = |s: &str| s.bytes().map(|b| 10 + b as u32).collect::<Vec<_>>();
+            for word in ["x<unk>", "<unk>x", "<unk><unk>", "a<unk>a", "<unk>"] {
+                let got = m.encode_words([word]).unwrap();
+                let run = word.trim_matches('a');
+                let fused = if !byte_fallback || run == "<unk>" { vec![0] } else { bytes(run) };
+                let want: Vec<u32> = word.starts_with('a').then_some(1).into_iter().chain(fused).chain(word.ends_with('a').then_some(1)).collect();
+                assert_eq!(got, want, "{word:?}, byte fallback {byte_fallback}");
+                // The same from the remembered segments, and after a word that ends unknown.
+                assert_eq!(m.encode_words([word]).unwrap(), want);
+            }
+        }
     }
 
     #[test]
