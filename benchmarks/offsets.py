@@ -1,7 +1,8 @@
 """`encode_with_offsets` against the offsets of the reference libraries, on loaded tokenizers.
 
-- BERT (uncased) and Gemma 3 ``tokenizer.json``: `tokenizers`' ``encode(...).offsets`` (it
-  computes offsets on every encode);
+- BERT (uncased) and Gemma 3 ``tokenizer.json``, and the Botchan Unigram model as the
+  tokenizer.json toksmith writes for it (T5-like: Precompiled, replacements, Unigram):
+  `tokenizers`' ``encode(...).offsets`` (it computes offsets on every encode);
 - SentencePiece models (Mistral 7B, Botchan Unigram) and llama.cpp's Llama 2 vocabulary (GGUF,
   written as a .model for sentencepiece): sentencepiece's ``encode(text, return_type="proto")``
   (``begin``/``end`` of each piece);
@@ -43,6 +44,16 @@ def hf_case(path):
         return e.ids, e.offsets
 
     return ours, theirs, lambda got: (got[0], got[2])
+
+
+def exported_hf_case(model_path):
+    """A SentencePiece model as the tokenizer.json toksmith writes for it (Unigram: Precompiled,
+    replacements, Metaspace-like "▁"), read by both libraries."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "unigram.json"
+    toksmith.load(str(model_path)).save(path, format="hf")
+    return hf_case(path)
 
 
 def sp_case(path):
@@ -89,6 +100,7 @@ def main() -> None:
         ("gemma3 tokenizer.json", "tokenizers", lambda: hf_case(DATA / "tokenizers/hf/gemma3/tokenizer.json.xz")),
         ("mistral-7b .model", "sentencepiece", lambda: sp_case(DATA / "tokenizers/sentencepiece/mistral-7b-v0.1.model")),
         ("botchan unigram .model", "sentencepiece", lambda: sp_case(DATA / "tokenizers/sentencepiece/botchan_en_unigram_1000.model")),
+        ("botchan unigram tokenizer.json", "tokenizers", lambda: exported_hf_case(DATA / "tokenizers/sentencepiece/botchan_en_unigram_1000.model")),
         ("llama-spm GGUF (Llama 2)", "sentencepiece", lambda: sp_case(DATA / "tokenizers/gguf/ggml-vocab-llama-spm.gguf.xz")),
         ("o200k_base", "tiktoken", lambda: tiktoken_case("o200k_base")),
     ]

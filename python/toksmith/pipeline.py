@@ -745,17 +745,31 @@ def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_
     own string included); a run of byte tokens (byte fallback) the characters of their bytes,
     each token all of them. Where the text allows several readings (an unknown run followed by
     a token whose string also occurs inside it, a string like "<0x41>" in the text), the one
-    that covers the whole word is found by a search that tries the shortest unknown run first
-    and remembers the places that failed."""
+    that covers the whole word is found by a search that tries its own string first, then the
+    shortest unknown run, and remembers the places that failed."""
     n, size = len(tokens), len(word)
+    is_byte = [byte_fallback and byte_of_token(t) is not None for t in tokens]
+
+    def advance(k: int, at: int, spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+        """Past the tokens from ``k`` on that can only be their own string (most of them)."""
+        while k < n and not unknown[k] and not is_byte[k]:
+            token = tokens[k]
+            if not token or not word.startswith(token, at):
+                return None
+            spans.append((at, at + len(token)))
+            at += len(token)
+            k += 1
+        return k, at
 
     def options(k: int, at: int) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+        """The readings of the token at ``k`` (an unknown or a byte token) from ``at``, each with
+        the tokens after it that can only be their own string."""
         token = tokens[k]
         if token and word.startswith(token, at):
             yield k + 1, at + len(token), [(at, at + len(token))]
-        if byte_fallback and byte_of_token(token) is not None:
+        if is_byte[k]:
             run = k + 1
-            while run < n and byte_of_token(tokens[run]) is not None:
+            while run < n and is_byte[run]:
                 run += 1
             for last in range(run, k, -1):  # the longest run first: a byte token's string in the text is rare
                 end, count = at, 0
@@ -768,28 +782,35 @@ def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_
             for end in range(at + 1, size + 1):
                 yield k + 1, end, [(at, end)]
 
+    first: list[tuple[int, int]] = []
+    state = advance(0, 0, first)
+    if state is None:
+        return None
+    if state == (n, size):
+        return first
     failed: set[tuple[int, int]] = set()
-    stack = [(0, 0, options(0, 0))] if n else []
-    chosen: list[list[tuple[int, int]]] = []
+    chosen = [first]
+    stack = [(state[0], state[1], options(*state))] if state[0] < n else []
     while stack:
         k, at, choices = stack[-1]
         step = next(choices, None)
         if step is None:
             failed.add((k, at))
             stack.pop()
-            if chosen:
-                chosen.pop()
+            chosen.pop()
             continue
         nk, nat, spans = step
-        if nk == n:
-            if nat == size:
+        spans = list(spans)
+        reached = advance(nk, nat, spans)
+        if reached is None or reached in failed:
+            continue
+        if reached[0] == n:
+            if reached[1] == size:
                 return [span for part in chosen for span in part] + spans
             continue
-        if (nk, nat) in failed:
-            continue
         chosen.append(spans)
-        stack.append((nk, nat, options(nk, nat)))
-    return [] if n == 0 and size == 0 else None
+        stack.append((reached[0], reached[1], options(*reached)))
+    return None
 
 
 def sentencepiece_spans(text: str, normalizer, encode: Callable[[str], list[int]],

@@ -17,6 +17,7 @@ This module also translates Hugging Face's Oniguruma regexes for the ``regex`` m
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Sequence as Seq
 
@@ -315,10 +316,19 @@ class OnigRegex:
                               f"Oniguruma syntax (properties, classes, lookaround, possessive quantifiers)") from None
 
     def for_text(self, text: str) -> regex.Pattern:
-        return self.exact if _NEW_CODE_POINTS.search(text) else self.quick
+        # An ASCII text is told in constant time, another by a set (15x faster than a search
+        # with the regex of those code points).
+        return self.exact if not text.isascii() and not _new_code_points().isdisjoint(text) else self.quick
 
 
 _NEW_CODE_POINTS = re.compile(f"[{_ONIG_UNASSIGNED}]")
+
+
+@functools.lru_cache(maxsize=1)
+def _new_code_points() -> frozenset[str]:
+    """The characters of `_NEW_CODE_POINTS` (17,810; made on first use, about 1.5 MB)."""
+    ranges = re.findall(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?", _ONIG_UNASSIGNED)
+    return frozenset(chr(c) for lo, hi in ranges for c in range(int(lo, 16), int(hi or lo, 16) + 1))
 
 
 def compile_onig(pattern: str, *, where: str = "") -> OnigRegex:
@@ -745,7 +755,7 @@ class Whitespace(PreTokenizer):
 
     def split(self, pieces: Pieces) -> Pieces:
         def spans(t: str) -> list[tuple[int, int]]:
-            rx = self._exact if _NEW_CODE_POINTS.search(t) else self._quick
+            rx = self._exact if not t.isascii() and not _new_code_points().isdisjoint(t) else self._quick
             return [m.span() for m in rx.finditer(t)]
 
         return _split_each(pieces, spans)
