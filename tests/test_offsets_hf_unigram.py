@@ -143,3 +143,68 @@ def test_first_word_is_told_by_where_its_characters_come_from(tmp_path, variant)
     for text in texts:
         assert ours.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False).ids, text
     compare(ours, ref, texts, "all")
+
+
+def _botchan_vocab(tmp_path, byte_fallback: bool, without: tuple[str, ...] = ()):
+    exported = tmp_path / "exported.json"
+    toksmith.load(str(data_path("tokenizers", "sentencepiece", "botchan_en_unigram_1000.model"))).save(exported, format="hf")
+    spec = json.loads(exported.read_text(encoding="utf-8"))
+    vocab = [tuple(v) for v in spec["model"]["vocab"] if v[0] not in without]
+    if byte_fallback:
+        have = {p for p, _ in vocab}
+        vocab += [(f"<0x{b:02X}>", -20.0) for b in range(256) if f"<0x{b:02X}>" not in have]
+    return vocab, spec
+
+
+def test_metaspace_first_behind_a_normalizer_without_alignment(tmp_path):
+    """NFKC (whose alignment toksmith does not track) and Metaspace "first": encode works, as
+    tokenizers does (it raised AttributeError in an intermediate commit)."""
+    from tokenizers import Tokenizer, models
+    from tokenizers import normalizers as N
+    from tokenizers import pre_tokenizers as P
+
+    vocab, spec = _botchan_vocab(tmp_path, False)
+    tok = Tokenizer(models.Unigram(vocab, spec["model"]["unk_id"], False))
+    tok.normalizer = N.Sequence([N.NFKC(), N.Lowercase()])
+    tok.pre_tokenizer = P.Metaspace(replacement="▁", prepend_scheme="first")
+    path = str(tmp_path / "nfkc.json")
+    tok.save(path)
+    ours, ref = toksmith.load(path), Tokenizer.from_file(path)
+    for text in ["Hello world", "  Hello", "ﬁne day"]:
+        assert ours.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_unknown_runs_are_unknown_characters_or_the_unknown_string(tmp_path, byte_fallback):
+    """A vocabulary without "<", "▁" and "n" on their own: the unknown token's string fuses with
+    the unknown characters around it, across a "▁" that is no piece, and a token's string inside
+    "<unk>" does not end the run early."""
+    from tokenizers import Tokenizer, models
+
+    vocab, spec = _botchan_vocab(tmp_path, byte_fallback, without=("<", "▁", "n"))
+    path = str(tmp_path / "bare.json")
+    Tokenizer(models.Unigram(vocab, spec["model"]["unk_id"], byte_fallback)).save(path)
+    ours, ref = toksmith.load(path), Tokenizer.from_file(path)
+    texts = ["<unk>▁", "<unk>▁☃", "a<unk>▁☃", "<unk>▁a", "é<unk>nÅ", "☃<0x41><unk>", "n<unk>n", "<<unk>"]
+    for text in texts:
+        assert ours.encode(text, disallowed_special=()) == ref.encode(text).ids, text
+    compare(ours, ref, texts + odd_texts(200, 6), "all")
+
+
+def test_bert_pre_tokenizer_then_metaspace_first(tmp_path):
+    """BertPreTokenizer passes on how many of its first word's characters come from the text's
+    first ("¨" is " ̈" after NFKC: the word " ̈" still starts the text)."""
+    from tokenizers import Tokenizer, models
+    from tokenizers import normalizers as N
+    from tokenizers import pre_tokenizers as P
+
+    vocab, spec = _botchan_vocab(tmp_path, False)
+    rules = next(n for n in spec["normalizer"]["normalizers"] if n["type"] == "Precompiled")
+    tok = Tokenizer(models.Unigram(vocab, spec["model"]["unk_id"], False))
+    tok.normalizer = N.Precompiled(base64.b64decode(rules["precompiled_charsmap"]))
+    tok.pre_tokenizer = P.Sequence([P.BertPreTokenizer(), P.Metaspace(replacement="▁", prepend_scheme="first")])
+    path = str(tmp_path / "bert_first.json")
+    tok.save(path)
+    ours, ref = toksmith.load(path), Tokenizer.from_file(path)
+    for text in ["¨x", "x ¨", " ¨x", "¼ y"]:
+        assert ours.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False).ids, text

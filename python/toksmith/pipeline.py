@@ -343,11 +343,9 @@ class Pipeline(RustBacked):
         if type(model) is WordPiece:
             return type(p) is pre.BertPreTokenizer and (n is None or type(n) is norm.BertNormalizer)
 
-        def aligned(n, everything: bool = False) -> bool:  # a normalizer whose alignment toksmith tracks as tokenizers does
+        def aligned(n) -> bool:  # one-for-one replacements and prepends (BPE over characters)
             if type(n) is norm.Sequence:
-                return all(aligned(m, everything) for m in n.normalizers)
-            if everything and type(n) in (norm.Precompiled, norm.Replace, norm.Strip, norm.Lowercase):
-                return True
+                return all(map(aligned, n.normalizers))
             return type(n) is norm.Prepend or (type(n) is norm.Replace and not n.is_regex and len(n.pattern) == len(n.content) == 1)
 
         def splits_aligned(p) -> bool:  # a pre-tokenizer with `split_aligned`
@@ -358,7 +356,7 @@ class Pipeline(RustBacked):
         if type(model) in (Unigram, HFUnigram):
             # Hugging Face's Unigram pipelines (T5, XLM-R, ALBERT): SentencePiece's rules as a
             # Precompiled normalizer, replacements, Metaspace.
-            return (n is None or aligned(n, everything=True)) and (p is None or splits_aligned(p))
+            return (n is None or _aligns(n)) and (p is None or splits_aligned(p))
         return (isinstance(model, BPE) and self.fast is None and not model.options["continuing_subword_prefix"]
                 and not model.options["end_of_word_suffix"] and (n is None or aligned(n))
                 and (p is None or type(p) is pre.Split and not p.is_regex and not p.invert and p.behavior != "removed"))
@@ -467,11 +465,18 @@ class Pipeline(RustBacked):
             words = self.pre_tokenizer.split_aligned(words)
         for (word, origins, _), ids in zip(words, model.encode_words_batch([[w] for w, _, _ in words], 1)):
             tokens = [model.pieces[i][0] for i in ids]
-            spans = unigram_token_spans(word, tokens, [i == model.unk_id for i in ids], model.byte_fallback)
+            spans = unigram_token_spans(word, tokens, [i == model.unk_id for i in ids], model.byte_fallback,
+                                        self._unigram_chars, model.id_to_token(model.unk_id) if model.unk_id is not None else None)
             if spans is None:
                 raise EncodeError(f"encode_with_offsets: the tokens of {word!r} do not cover it; encode() gives its ids")
             for i, (a, b) in zip(ids, spans):
                 yield i, origins[a], origins[b - 1] + 1
+
+    @functools.cached_property
+    def _unigram_chars(self) -> frozenset[str]:
+        """The characters that are pieces of the Unigram model on their own (the others are
+        unknown to it)."""
+        return frozenset(p for p, score in self.model.pieces if len(p) == 1 and score == score and abs(score) != float("inf"))
 
     def _bpe_pieces(self, norm: str, s: int, e: int, first: int) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the BPE tokens of ``norm[s:e]``: each token's string
@@ -649,17 +654,18 @@ class Pipeline(RustBacked):
                 return any(map(first_metaspace, p.pre_tokenizers))
             return type(p) is pre.Metaspace and p.prepend_scheme == "first"
 
-        return self.normalizer is not None and hasattr(self.normalizer, "normalize_aligned") and first_metaspace(self.pre_tokenizer)
+        return self.normalizer is not None and _aligns(self.normalizer) and first_metaspace(self.pre_tokenizer)
 
     def _from_first(self, raw: str, norm: str) -> int:
         """How many characters at the start of ``norm`` (the normalized ``raw``, which starts the
-        text) come from the text's first character. Told from a prefix of ``raw`` where its
-        normalization agrees with the whole's well past them (only the start matters), else
-        from the whole."""
-        for part in (raw[:64], raw):
+        text) come from the text's first character. Where every step of the normalizer works on
+        each place from what is near it (no regex replacement: a regex's match at the start can
+        depend on text far beyond it), told from a prefix of ``raw`` whose normalization agrees
+        with the whole's well past them; else from the whole."""
+        for part in ((raw[:64], raw) if _aligns(self.normalizer, local=True) else (raw,)):
             try:
                 part_norm, origins = self.normalizer.normalize_aligned(part)
-            except (NotImplementedError, ValueError):
+            except (NotImplementedError, ValueError, AttributeError):
                 return int(self._normalize(raw)[1])
             count = 0
             while count < len(origins) and origins[count] in (0, NO_ORIGIN):
@@ -738,7 +744,21 @@ def utf8_origins(normalized: str, origin: Sequence[int], end: int) -> list[int]:
     return [*np.asarray(origin, dtype=np.int64)[np.cumsum(starts) - 1].tolist(), end]
 
 
-def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_fallback: bool) -> list[tuple[int, int]] | None:
+def _aligns(n, local: bool = False) -> bool:
+    """Whether toksmith tracks where each character of normalizer ``n`` comes from as
+    `tokenizers` aligns it (``normalize_aligned``): Precompiled, replacements, strips,
+    lowercasing, prepends, and sequences of them. ``local``: and none is a regex replacement."""
+    from . import normalizers as norm
+
+    if type(n) is norm.Sequence:
+        return all(_aligns(m, local) for m in n.normalizers)
+    if type(n) is norm.Replace:
+        return not (local and n.is_regex)
+    return type(n) in (norm.Precompiled, norm.Strip, norm.Lowercase, norm.Prepend)
+
+
+def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_fallback: bool,
+                        pieces: frozenset[str] = frozenset(), unk_piece: str | None = None) -> list[tuple[int, int]] | None:
     """The span in ``word`` of each of its Unigram tokens (their strings; ``unknown`` marks the
     unknown id), as `tokenizers` gives them, or None if they cannot cover it. A token spans its
     string; an unknown token the run of unknown characters fused into it (the unknown token's
@@ -746,8 +766,23 @@ def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_
     each token all of them. Where the text allows several readings (an unknown run followed by
     a token whose string also occurs inside it, a string like "<0x41>" in the text), the one
     that covers the whole word is found by a search that tries its own string first, then the
-    shortest unknown run, and remembers the places that failed."""
+    shortest unknown run, and remembers the places that failed. An unknown run is made of
+    characters that are not ``pieces`` (single-character pieces) and copies of ``unk_piece``
+    (the unknown token's own string, which `tokenizers` fuses with them)."""
     n, size = len(tokens), len(word)
+
+    def unknown_ends(at: int) -> list[int]:
+        """Where an unknown run from ``at`` may end, shortest first."""
+        reached, todo = set(), [at]
+        while todo:
+            p = todo.pop()
+            steps = ([p + 1] if p < size and word[p] not in pieces else []) + (
+                [p + len(unk_piece)] if unk_piece and word.startswith(unk_piece, p) else [])
+            for q in steps:
+                if q not in reached:
+                    reached.add(q)
+                    todo.append(q)
+        return sorted(reached)
     is_byte = [byte_fallback and byte_of_token(t) is not None for t in tokens]
 
     def advance(k: int, at: int, spans: list[tuple[int, int]]) -> tuple[int, int] | None:
@@ -771,15 +806,13 @@ def unigram_token_spans(word: str, tokens: list[str], unknown: list[bool], byte_
             run = k + 1
             while run < n and is_byte[run]:
                 run += 1
+            ends = {len(word[at:end].encode("utf-8")): end for end in unknown_ends(at)}  # bytes -> end
             for last in range(run, k, -1):  # the longest run first: a byte token's string in the text is rare
-                end, count = at, 0
-                while end < size and count < last - k:
-                    count += len(word[end].encode("utf-8"))
-                    end += 1
-                if count == last - k and end > at:
+                end = ends.get(last - k)
+                if end is not None:
                     yield last, end, [(at, end)] * (last - k)
         if unknown[k]:
-            for end in range(at + 1, size + 1):
+            for end in unknown_ends(at):
                 yield k + 1, end, [(at, end)]
 
     first: list[tuple[int, int]] = []

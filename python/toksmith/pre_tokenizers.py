@@ -72,6 +72,7 @@ _HF_PUNCTUATION = _class_body(_HF_PUNCTUATION_SPEC)
 
 #: Rust's char::is_whitespace (the White_Space property).
 WHITESPACE = re.compile(r"[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_LEADING_WHITESPACE = re.compile(WHITESPACE.pattern + "*")
 #: WHITESPACE's code points in the form of `_class_body` (a test checks that they agree).
 _WHITESPACE_SPEC = "9-D 20 85 A0 1680 2000-200A 2028-2029 202F 205F 3000"
 #: Rust's char::is_numeric (general category N; its tables lack the cuneiform numbers of 17.0).
@@ -714,8 +715,10 @@ class BertPreTokenizer(PreTokenizer):
         for text, at_origin in pieces:
             words = self._words.findall(text)
             if words:
-                # Only the first word can start the piece: where it does not start with whitespace.
-                out.append((words[0], at_origin if not WHITESPACE.match(text) else 0))
+                # Only the first word can hold characters from the text's first: as many as are
+                # left after the whitespace before it.
+                first = at_origin and max(0, at_origin - _LEADING_WHITESPACE.match(text).end())
+                out.append((words[0], first))
                 out += [(w, 0) for w in words[1:]]
         return out
 

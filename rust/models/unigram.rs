@@ -258,7 +258,11 @@ impl UnigramModel {
             None
         };
         let unk_score = if min_score.is_finite() { min_score - UNK_PENALTY } else { -UNK_PENALTY };
+        // (With byte fallback and fused unknowns, a "▁" that is no piece would be an unknown
+        // character that fuses with the run before it, across the cut: no cuts then.)
+        let space_is_piece = map.get(SPACE_MARK.to_string().as_str()).is_some_and(|p| p.1.is_finite());
         let cuts_at_spaces = unk_score <= 0.0
+            && !(byte_fallback && fuse_unk && !space_is_piece)
             && map.iter().all(|(piece, p)| !p.1.is_finite() || (p.1 <= 0.0 && !piece.chars().skip(1).any(|c| c == SPACE_MARK)));
         let uid = crate::models::bpe::next_model_uid();
         let mut id_scores = Vec::new();
