@@ -530,8 +530,6 @@ class Precompiled(Normalizer):
         self.precompiled = bytes(precompiled)
         self._table = PrecompiledCharsmap(self.precompiled).table
         self._longest = max(map(len, self._table), default=0)
-        starts = {k[0] for k in self._table if k}
-        self._starts = re.compile("[" + "".join(re.escape(c) for c in sorted(starts)) + "]") if starts else None
         # ASCII characters without a rule of their own ("\r" left out: "\r\n" is one grapheme).
         plain = "".join(chr(c) for c in range(128) if chr(c) not in self._table and chr(c) != "\r")
         self._changing = re.compile(f"[^{re.escape(plain)}]+")

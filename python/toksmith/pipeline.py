@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -411,6 +412,12 @@ class Pipeline(RustBacked):
             # A character that `tokenizers` inserts before all others (NO_ORIGIN) spans (0, 0).
             begin = [start + (o if o != NO_ORIGIN else 0) for o in origin]
             end = [start + (o + 1 if o != NO_ORIGIN else 0) for o in origin]
+            # How many of the piece's first characters come from the text's first, for a
+            # pre-tokenizer that asks (Metaspace's prepend_scheme "first"), as `tokenizers`
+            # tells (none after a strip).
+            from_first = 0
+            while from_first < len(begin) and begin[from_first] == 0:
+                from_first += 1
             for s, e, ntoken in normalized.split(norm):
                 if ntoken is not None:
                     ids.append(ntoken.id)
@@ -418,12 +425,6 @@ class Pipeline(RustBacked):
                     continue
                 if e == s:
                     continue
-                # How many of the piece's first characters come from the text's first, for a
-                # pre-tokenizer that asks (Metaspace's prepend_scheme "first"), as `tokenizers`
-                # tells (none after a strip).
-                from_first = 0
-                while from_first < len(begin) and begin[from_first] == 0:
-                    from_first += 1
                 for i, a, b in pieces(norm, s, e, max(0, from_first - s)):
                     ids.append(i)
                     # From where its first character comes from to where its last does (as
@@ -476,7 +477,7 @@ class Pipeline(RustBacked):
     def _unigram_chars(self) -> frozenset[str]:
         """The characters that are pieces of the Unigram model on their own (the others are
         unknown to it)."""
-        return frozenset(p for p, score in self.model.pieces if len(p) == 1 and score == score and abs(score) != float("inf"))
+        return frozenset(p for p, score in self.model.pieces if len(p) == 1 and math.isfinite(score))
 
     def _bpe_pieces(self, norm: str, s: int, e: int, first: int) -> Iterator[tuple[int, int, int]]:
         """(id, start, end) in ``norm`` of the BPE tokens of ``norm[s:e]``: each token's string

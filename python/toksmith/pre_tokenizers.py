@@ -41,7 +41,7 @@ def _class_body(spec: str) -> str:
 # is_alphanumeric, to_lowercase) follows Unicode 17.0, as does the `regex` module; Oniguruma,
 # which runs the regexes of tokenizer files, follows Unicode 16.0. These code points are
 # assigned in 17.0 but not in 16.0: Oniguruma sees them as unassigned (Cn).
-_ONIG_UNASSIGNED = _class_body("""
+_ONIG_UNASSIGNED_SPEC = """
 558 58B-58C 5C8-5C9 88F B53-B54 C5C CDC 1ACF-1AF0 208F 209D-209F 20C1-20C4 2B96 2E60-2E63 A7CE-A7CF A7D2 A7D4
 A7DD A7E2 A7F1 AB6C-AB6D FBC3-FBD2 FD90-FD91 FDC8-FDCE 107BB-107BF 10940-10959 10EC5-10EC7 10EC9-10EEE
 10EF0-10EFB 11B0A 11B60-11B67 11DB0-11DDB 11DE0-11DE9 11DF0-11DF1 1246F 12475-1247F 12550-12686 16EA0-16EB8
@@ -50,7 +50,8 @@ A7DD A7E2 A7F1 AB6C-AB6D FBC3-FBD2 FD90-FD91 FDC8-FDCE 107BB-107BF 10940-10959 1
 1DF1F-1DF24 1DF2B-1DF81 1DF90-1DF96 1DFCD-1DFFF 1E6C0-1E6DE 1E6E0-1E6F5 1E6FE-1E6FF 1F1AE 1F6D8-1F6D9
 1F777-1F77A 1F7DA-1F7DB 1F7F1-1F7FF 1F8D0-1F8D8 1FA54-1FA57 1FA8A-1FA8E 1FAC8 1FACC-1FACD 1FADD 1FAEA-1FAEB
 1FAEF 1FAF9-1FAFA 1FBFA 2B73A-2B73F 2B81E 2CEA2-2CEAD 323B0-33479 3D000-3FC3F
-""")
+"""
+_ONIG_UNASSIGNED = _class_body(_ONIG_UNASSIGNED_SPEC)
 
 # Punctuation as `tokenizers` sees it (BertPreTokenizer, Punctuation): ASCII punctuation plus
 # general category P* of the Unicode 10.0 tables of its `unicode_categories` dependency.
@@ -322,14 +323,10 @@ class OnigRegex:
         return self.exact if not text.isascii() and not _new_code_points().isdisjoint(text) else self.quick
 
 
-_NEW_CODE_POINTS = re.compile(f"[{_ONIG_UNASSIGNED}]")
-
-
 @functools.lru_cache(maxsize=1)
 def _new_code_points() -> frozenset[str]:
-    """The characters of `_NEW_CODE_POINTS` (17,810; made on first use, about 1.5 MB)."""
-    ranges = re.findall(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?", _ONIG_UNASSIGNED)
-    return frozenset(chr(c) for lo, hi in ranges for c in range(int(lo, 16), int(hi or lo, 16) + 1))
+    """The characters of `_ONIG_UNASSIGNED` (17,810; made on first use, about 1.5 MB)."""
+    return frozenset(chr(c) for lo, hi in _spec_ranges(_ONIG_UNASSIGNED_SPEC) for c in range(lo, hi + 1))
 
 
 def compile_onig(pattern: str, *, where: str = "") -> OnigRegex:
@@ -459,8 +456,8 @@ def _split_each(pieces: Pieces, spans_of: Callable[[str], list[tuple[int, int]]]
 
 
 #: Words with, for each of their characters, the index of the character of the pre-tokenized
-#: text it comes from; and whether the word starts that text.
-AlignedPieces = list[tuple[str, list[int], bool]]
+#: text it comes from; and, as in `Pieces`, how many of its first characters come from offset 0.
+AlignedPieces = list[tuple[str, list[int], int]]
 
 
 def _cut_aligned(pieces: AlignedPieces, spans_of: Callable[[str], list[tuple[int, int]]]) -> AlignedPieces:

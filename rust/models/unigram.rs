@@ -585,7 +585,7 @@ impl UnigramModel {
     /// `fuse_unk`, the unknown token's own piece matched in the text (a Hugging Face Unigram
     /// model lets it be), which `tokenizers` fuses with the unknown characters next to it.
     fn gives_unk(&self, id: Option<u32>) -> bool {
-        id.is_none() || (self.fuse_unk && id.is_some() && id == self.unk)
+        id.is_none() || (self.fuse_unk && id == self.unk)
     }
 
     /// Appends the ids of a path, its nodes `(start, end, piece)` in text order (`piece` None for
